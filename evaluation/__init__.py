@@ -1,0 +1,1 @@
+"""Metrics computed from the store, ratings, comparisons and reports."""

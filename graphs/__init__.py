@@ -1,0 +1,1 @@
+"""Games as LangGraph state graphs, seats, policies (model backends), tasks and judges."""

@@ -1,0 +1,1 @@
+"""Model backends and the policies that fill seats."""

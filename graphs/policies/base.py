@@ -1,0 +1,101 @@
+"""The model-backend contract shared by the in-process, scripted and OpenAI-compatible backends.
+
+A backend serves chat requests for one base model and any number of LoRA adapters loaded on
+it. It is async so that many running episodes can await it at once; a backend that batches
+(the in-process one) gathers those concurrent requests into one forward pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+Message = dict[str, str]
+"""An OpenAI-style chat message: {"role": "system" | "user" | "assistant", "content": str}."""
+
+
+class BackendError(RuntimeError):
+    """A model call failed; the episode that made it is marked failed with this message."""
+
+
+class UnknownAdapterError(BackendError):
+    """A request named an adapter that the backend has not loaded."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-request decoding settings.
+
+    temperature 0 means greedy. ``seed`` makes a sampled request reproducible on its own,
+    whatever else shares its batch.
+    """
+
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    messages: list[Message]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    adapter: str | None = None
+    """Name of a loaded LoRA adapter (immutable ``role@vN``), or None for the base model."""
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    text: str
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]
+    logprobs: list[float]
+    """Log-probability of each completion token under the sampling distribution's model
+    (before temperature), one per entry of ``completion_token_ids``."""
+    finish_reason: str
+    """"stop" (end of sequence or a stop string) or "length" (max_new_tokens reached)."""
+    served_by: str
+    """What actually served the request: the adapter name, or the base model's name."""
+    latency_s: float = 0.0
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every model backend implements."""
+
+    name: str
+    """Short backend kind for logs: "inprocess", "scripted", "openai"."""
+
+    model_name: str
+    """Name of the base model served (what ``served_by`` says when no adapter is used)."""
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Serve one chat request. Raises BackendError (UnknownAdapterError for an adapter
+        that is not loaded)."""
+        ...
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        """Load a LoRA adapter folder under an immutable name; loading the same name with
+        the same path again is a no-op, with another path an error."""
+        ...
+
+    async def unload_adapter(self, name: str) -> None:
+        """Unload an adapter; requests already running on it finish first."""
+        ...
+
+    def adapters(self) -> list[str]:
+        """Names of the adapters loaded now."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the model and any worker."""
+        ...

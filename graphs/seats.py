@@ -1,0 +1,22 @@
+"""Seats: the named positions of a game, and what kind of agent each one is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class SeatKind(StrEnum):
+    LEARNER = "learner"
+    """A trainable policy: one LoRA adapter per learner role."""
+    JUDGE = "judge"
+    """Scores or ranks the others: a rule-based verifier, an LLM judge or a reward model."""
+    CONTEXT = "context"
+    """A collaborator or competitor that is not trained in this game."""
+
+
+@dataclass(frozen=True)
+class Seat:
+    name: str
+    kind: SeatKind
+    description: str

@@ -1,0 +1,1 @@
+"""SQL storage: tables, engine, batched recorder, queries and exports."""

@@ -1,0 +1,1 @@
+"""Offline training: dataset builders, trainers, adapter registry, deploy, retrain loop."""
