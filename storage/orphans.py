@@ -1,0 +1,79 @@
+"""Episodes that will never get their end: marking them failed instead of leaving them running.
+
+A process killed in the middle of a run leaves its open episodes ``running``. They must never
+pass for finished, nor stay "running" forever: ``mark_orphans`` finds them, and the recorder's
+``abort_running`` marks a run's open episodes on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from sqlalchemy import ColumnElement, Connection, Engine, select, update
+
+from storage.engine import in_transaction
+from storage.models import Base, RunStatus
+from storage.records import EpisodeStatus, utcnow
+
+ORPHAN_ERROR = "interrupted: the process playing it ended"
+INTERRUPTED_STAGE = "interrupted"
+
+_RUNS, _EPISODES, _EPISODE_PAYLOADS = (Base.metadata.tables[n] for n in ("runs", "episodes", "episode_payloads"))
+
+
+def fail_running_episodes(conn: Connection, which: ColumnElement[bool], error: str) -> int:
+    """Mark the ``running`` episodes that match ``which`` as failed (error_stage
+    "interrupted", payload error ``error``); returns how many."""
+    running = (_EPISODES.c.status == EpisodeStatus.RUNNING.value) & which
+    conn.execute(
+        update(_EPISODE_PAYLOADS)
+        .where(_EPISODE_PAYLOADS.c.episode_id.in_(select(_EPISODES.c.id).where(running)))
+        .values(error=error)
+    )
+    result = conn.execute(
+        update(_EPISODES)
+        .where(running)
+        .values(status=EpisodeStatus.FAILED.value, error_stage=INTERRUPTED_STAGE, finished_at=utcnow())
+    )
+    return result.rowcount
+
+
+def mark_orphans(engine: Engine) -> int:
+    """Fail the episodes left ``running`` by a process that is gone; returns how many.
+
+    An episode is orphaned when its run is no longer ``running``, or when its run's process
+    ran on this host and no longer exists (such runs are marked ``interrupted``). Runs of
+    other hosts are left alone: their processes cannot be checked from here.
+    """
+    with engine.connect() as conn:
+        local_runs = conn.execute(
+            select(_RUNS.c.id, _RUNS.c.pid).where(
+                (_RUNS.c.status == RunStatus.RUNNING.value) & (_RUNS.c.host == socket.gethostname())
+            )
+        ).all()
+    dead = [run_id for run_id, pid in local_runs if not _process_exists(pid)]
+
+    def mark(conn: Connection) -> int:
+        if dead:
+            conn.execute(
+                update(_RUNS)
+                .where(_RUNS.c.id.in_(dead) & (_RUNS.c.status == RunStatus.RUNNING.value))
+                .values(status=RunStatus.INTERRUPTED.value, finished_at=utcnow())
+            )
+        ended_runs = select(_RUNS.c.id).where(_RUNS.c.status != RunStatus.RUNNING.value)
+        return fail_running_episodes(conn, _EPISODES.c.run_id.in_(ended_runs), ORPHAN_ERROR)
+
+    return in_transaction(engine, mark)
+
+
+def _process_exists(pid: int) -> bool:
+    if os.name == "nt":  # there os.kill(pid, 0) would send a CTRL_C_EVENT; assume alive
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by another user
+        return True
+    return True

@@ -1,0 +1,253 @@
+"""Reading the logs: filtered, sorted, paged episode lists, one episode in full, and
+streams of episodes or turns for exports and dataset builders.
+
+All filtering happens in SQL, on the indexed narrow columns of ``episodes`` and ``turns``.
+Results are plain dicts; timestamps are timezone-aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Connection, Engine, Select, exists, func, select
+
+from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn, TurnPayload
+
+_E = Episode.__table__
+_EP = EpisodePayload.__table__
+_T = Turn.__table__
+_TP = TurnPayload.__table__
+_R = Reward.__table__
+_J = Judgment.__table__
+
+_PAYLOAD = ("task", "seats", "outcome", "error")
+_TURN_COLUMNS = (*(c for c in _T.columns if c.name != "episode_id"), *(c for c in _TP.columns if c.name != "turn_id"))
+"""A turn with its payload, as nested in an episode."""
+SORT_KEYS = ("started_at", "finished_at", "reward", "num_turns", "game", "status")
+
+
+@dataclass
+class EpisodeFilter:
+    """Which episodes to read; fields left None do not filter.
+
+    ``seat``: the episode has a turn played by that seat. ``policy``: the episode has a turn
+    whose policy label or serving adapter contains this text (case-insensitive, ``%`` and
+    ``_`` taken literally; a substring cannot use an index, so it is checked on the turns of
+    the episodes the other filters select). ``min_reward <= reward <= max_reward``;
+    ``since <= started_at < until``. When turns are read (``iter_turns``, exports of turns),
+    ``seat`` and ``policy`` select the turns themselves.
+    """
+
+    game: str | None = None
+    status: str | None = None
+    seat: str | None = None
+    policy: str | None = None
+    run_id: str | None = None
+    task_id: str | None = None
+    split: str | None = None
+    min_reward: float | None = None
+    max_reward: float | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass
+class Page:
+    items: list[dict[str, Any]]
+    total: int
+    """how many episodes match the filter, all pages together"""
+    limit: int | None
+    offset: int
+
+
+@dataclass
+class _Conditions:
+    episode: list[ColumnElement[bool]] = field(default_factory=list)
+    turn: list[ColumnElement[bool]] = field(default_factory=list)
+
+
+def _conditions(flt: EpisodeFilter) -> _Conditions:
+    c = _Conditions()
+    for name in ("game", "status", "run_id", "task_id", "split"):
+        value = getattr(flt, name)
+        if value is not None:
+            c.episode.append(_E.c[name] == value)
+    if flt.min_reward is not None:
+        c.episode.append(_E.c.reward >= flt.min_reward)
+    if flt.max_reward is not None:
+        c.episode.append(_E.c.reward <= flt.max_reward)
+    if flt.since is not None:
+        c.episode.append(_E.c.started_at >= flt.since)
+    if flt.until is not None:
+        c.episode.append(_E.c.started_at < flt.until)
+    if flt.seat is not None:
+        c.turn.append(_T.c.seat == flt.seat)
+    if flt.policy is not None:
+        c.turn.append(
+            _T.c.policy.icontains(flt.policy, autoescape=True) | _T.c.served_by.icontains(flt.policy, autoescape=True)
+        )
+    return c
+
+
+def _episode_where(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
+    """Conditions on episodes only: turn conditions become "has such a turn"."""
+    c = _conditions(flt)
+    if c.turn:
+        c.episode.append(exists().where(_T.c.episode_id == _E.c.id, *c.turn))
+    return c.episode
+
+
+def _order_by(sort: str) -> list[ColumnElement[Any]]:
+    key = sort.removeprefix("-")
+    if key not in SORT_KEYS:
+        valid = ", ".join(f"{k}, -{k}" for k in SORT_KEYS)
+        raise ValueError(f"unknown sort key {sort!r}; use one of: {valid}")
+    column, tie = _E.c[key], _E.c.id  # the id keeps paging stable when keys are equal
+    ordered, tie = (column.desc(), tie.desc()) if sort.startswith("-") else (column.asc(), tie.asc())
+    # NULLS LAST only where there can be nulls: elsewhere it would keep an index from giving the order
+    return [ordered.nulls_last() if column.nullable else ordered, tie]
+
+
+def _episode_select(*payload_columns: str) -> Select[Any]:
+    payload = (_EP.c[name] for name in payload_columns)
+    return select(*_E.columns, *payload).select_from(_E.outerjoin(_EP, _EP.c.episode_id == _E.c.id))
+
+
+def list_episodes(
+    engine: Engine,
+    flt: EpisodeFilter | None = None,
+    *,
+    sort: str = "-started_at",
+    limit: int | None = 20,
+    offset: int = 0,
+) -> Page:
+    """One page of episodes (narrow columns and seats) and how many match in all."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 (or None for all), got {limit}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    where = _episode_where(flt or EpisodeFilter())
+    stmt = _episode_select("seats").where(*where).order_by(*_order_by(sort)).limit(limit).offset(offset)
+    with engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(_E).where(*where)).scalar_one()
+        items = [row._asdict() for row in conn.execute(stmt)]
+    return Page(items=items, total=total, limit=limit, offset=offset)
+
+
+def count_episodes_by_status(engine: Engine, run_id: str | None = None) -> dict[str, int]:
+    stmt = select(_E.c.status, func.count()).group_by(_E.c.status)
+    if run_id is not None:
+        stmt = stmt.where(_E.c.run_id == run_id)
+    with engine.connect() as conn:
+        return {status: count for status, count in conn.execute(stmt)}
+
+
+def get_episode(engine: Engine, id_or_prefix: str) -> dict[str, Any]:
+    """The episode with this id (or the only one whose id starts with it): its columns, its
+    payload, its turns in order with their payloads, its rewards and its judgments."""
+    if not id_or_prefix:
+        raise KeyError("give an episode id, or the first characters of one")
+    with engine.connect() as conn:
+        episode_id = _resolve_id(conn, id_or_prefix)
+        episode = conn.execute(_episode_select(*_PAYLOAD).where(_E.c.id == episode_id)).one()._asdict()
+        return _with_children(conn, [episode])[0]
+
+
+def _resolve_id(conn: Connection, id_or_prefix: str) -> str:
+    if conn.execute(select(_E.c.id).where(_E.c.id == id_or_prefix)).first() is not None:
+        return id_or_prefix
+    starts = _E.c.id.startswith(id_or_prefix, autoescape=True)
+    matches = conn.scalars(select(_E.c.id).where(starts).order_by(_E.c.id).limit(6)).all()
+    if not matches:
+        raise KeyError(f"no episode id is or starts with {id_or_prefix!r}")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise KeyError(f"{id_or_prefix!r} is the start of several episode ids ({shown}); give more characters")
+    return matches[0]
+
+
+def iter_episodes(
+    engine: Engine, flt: EpisodeFilter | None = None, *, chunk_size: int = 200
+) -> Iterator[dict[str, Any]]:
+    """Every matching episode in full (as ``get_episode`` returns it), oldest first, read
+    ``chunk_size`` episodes at a time."""
+    _check_chunk_size(chunk_size)
+    where = _episode_where(flt or EpisodeFilter())
+    stmt = _episode_select(*_PAYLOAD).where(*where).order_by(_E.c.started_at, _E.c.id)
+    with engine.connect() as conn:
+        result = conn.execution_options(yield_per=chunk_size).execute(stmt)
+        for rows in result.partitions():
+            yield from _with_children(conn, [row._asdict() for row in rows])
+
+
+def _with_children(conn: Connection, episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Attach turns (with payloads), rewards and judgments to episode dicts, in three queries."""
+    by_id = {e["id"]: e for e in episodes}
+    for e in episodes:
+        e["turns"], e["rewards"], e["judgments"] = [], [], []
+    ids = list(by_id)
+    turns = (
+        select(_T.c.episode_id, *_TURN_COLUMNS)
+        .select_from(_T.outerjoin(_TP, _TP.c.turn_id == _T.c.id))
+        .where(_T.c.episode_id.in_(ids))
+        .order_by(_T.c.episode_id, _T.c.idx)
+    )
+    for key, stmt in (
+        ("turns", turns),
+        ("rewards", select(*_R.columns).where(_R.c.episode_id.in_(ids)).order_by(_R.c.id)),
+        ("judgments", select(*_J.columns).where(_J.c.episode_id.in_(ids)).order_by(_J.c.id)),
+    ):
+        for row in conn.execute(stmt):
+            child = row._asdict()
+            by_id[child.pop("episode_id")][key].append(child)
+    return episodes
+
+
+def iter_turns(
+    engine: Engine, flt: EpisodeFilter | None = None, *, chunk_size: int = 1000
+) -> Iterator[dict[str, Any]]:
+    """One flat dict per matching turn: the turn's columns (its id as ``turn_id``), its payload,
+    and its episode's narrow columns (prefixed ``episode_`` where a name would be ambiguous:
+    ``episode_seed``, ``episode_status``, ``episode_reward``, ``episode_started_at``,
+    ``episode_finished_at``). Streamed ``chunk_size`` rows at a time; episodes oldest first,
+    turns in order."""
+    _check_chunk_size(chunk_size)
+    with engine.connect() as conn:
+        result = conn.execution_options(yield_per=chunk_size).execute(_turn_select(flt or EpisodeFilter()))
+        for rows in result.partitions():
+            for row in rows:
+                yield row._asdict()
+
+
+def _turn_select(flt: EpisodeFilter) -> Select[Any]:
+    c = _conditions(flt)
+    episode_columns = [
+        _E.c.run_id,
+        _E.c.game,
+        _E.c.task_id,
+        _E.c.task_source,
+        _E.c.split,
+        _E.c.difficulty,
+        _E.c.seed.label("episode_seed"),
+        _E.c.status.label("episode_status"),
+        _E.c.reward.label("episode_reward"),
+        _E.c.num_turns,
+        _E.c.error_stage,
+        _E.c.started_at.label("episode_started_at"),
+        _E.c.finished_at.label("episode_finished_at"),
+    ]
+    turn_columns = [_T.c.id.label("turn_id"), _T.c.episode_id, *(col for col in _TURN_COLUMNS if col.name != "id")]
+    return (
+        select(*turn_columns, *episode_columns)
+        .select_from(_T.join(_E, _E.c.id == _T.c.episode_id).outerjoin(_TP, _TP.c.turn_id == _T.c.id))
+        .where(*c.episode, *c.turn)
+        .order_by(_E.c.started_at, _E.c.id, _T.c.idx)
+    )
+
+
+def _check_chunk_size(chunk_size: int) -> None:
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")

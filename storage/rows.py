@@ -1,0 +1,171 @@
+"""How game records become table rows, and how a batch of them is written.
+
+Kept lean on purpose: the recorder's throughput is bounded by this per-record Python work.
+Each record becomes plain dicts (no ``dataclasses.asdict``, which deep-copies the payloads),
+and each table gets one executemany insert per batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Table, bindparam, insert, update
+
+from storage.models import Base
+from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
+
+EPISODES, EPISODE_PAYLOADS, TURNS, TURN_PAYLOADS, REWARDS, JUDGMENTS = (
+    Base.metadata.tables[name]
+    for name in ("episodes", "episode_payloads", "turns", "turn_payloads", "rewards", "judgments")
+)
+INSERT_ORDER = (EPISODES, EPISODE_PAYLOADS, TURNS, TURN_PAYLOADS, REWARDS, JUDGMENTS)
+"""Parents before children, so that foreign keys hold inside a batch."""
+
+_END_EPISODE = (
+    update(EPISODES)
+    .where(EPISODES.c.id == bindparam("b_id"))
+    .values(
+        status=bindparam("b_status"),
+        reward=bindparam("b_reward"),
+        num_turns=bindparam("b_num_turns"),
+        error_stage=bindparam("b_error_stage"),
+        finished_at=bindparam("b_finished_at"),
+    )
+)
+_END_PAYLOAD = (
+    update(EPISODE_PAYLOADS)
+    .where(EPISODE_PAYLOADS.c.episode_id == bindparam("b_id"))
+    .values(outcome=bindparam("b_outcome"), error=bindparam("b_error"))
+)
+
+
+@dataclass
+class Rows:
+    """A batch of records as rows: inserts per table (in enqueue order), then episode ends."""
+
+    inserts: dict[Table, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in INSERT_ORDER})
+    ends: list[EpisodeEnd] = field(default_factory=list)
+
+
+def to_rows(records: list[Any]) -> Rows:
+    rows = Rows()
+    inserts = rows.inserts
+    episodes, episode_payloads = inserts[EPISODES], inserts[EPISODE_PAYLOADS]
+    turns, turn_payloads = inserts[TURNS], inserts[TURN_PAYLOADS]
+    for r in records:
+        kind = type(r)
+        if kind is TurnRecord:
+            turns.append(
+                {
+                    "id": r.id,
+                    "episode_id": r.episode_id,
+                    "idx": r.index,
+                    "round": r.round,
+                    "seat": r.seat,
+                    "seat_kind": r.seat_kind,
+                    "policy": r.policy,
+                    "served_by": r.served_by,
+                    "backend": r.backend,
+                    "finish_reason": r.finish_reason,
+                    "prompt_tokens": len(r.prompt_token_ids),
+                    "completion_tokens": len(r.completion_token_ids),
+                    "latency_ms": r.latency_ms,
+                    "parsed": r.parsed,
+                    "parsed_value": r.parsed_value,
+                    "created_at": r.created_at,
+                }
+            )
+            turn_payloads.append(
+                {
+                    "turn_id": r.id,
+                    "messages": r.messages,
+                    "response": r.response,
+                    "prompt_token_ids": r.prompt_token_ids,
+                    "completion_token_ids": r.completion_token_ids,
+                    "logprobs": r.logprobs,
+                    "sampling": r.sampling,
+                }
+            )
+        elif kind is EpisodeStart:
+            episodes.append(
+                {
+                    "id": r.id,
+                    "run_id": r.run_id,
+                    "game": r.game,
+                    "task_id": r.task_id,
+                    "task_source": r.task_source,
+                    "split": r.split,
+                    "difficulty": r.difficulty,
+                    "seed": r.seed,
+                    "status": EpisodeStatus.RUNNING.value,
+                    "reward": None,
+                    "num_turns": 0,
+                    "error_stage": None,
+                    "started_at": r.started_at,
+                    "finished_at": None,
+                }
+            )
+            episode_payloads.append(
+                {"episode_id": r.id, "task": r.task, "seats": r.seats, "outcome": None, "error": None}
+            )
+        elif kind is RewardRecord:
+            inserts[REWARDS].append(
+                {
+                    "episode_id": r.episode_id,
+                    "turn_id": r.turn_id,
+                    "seat": r.seat,
+                    "name": r.name,
+                    "value": r.value,
+                    "info": r.info,
+                    "created_at": r.created_at,
+                }
+            )
+        elif kind is JudgmentRecord:
+            inserts[JUDGMENTS].append(
+                {
+                    "episode_id": r.episode_id,
+                    "judge_seat": r.judge_seat,
+                    "judge_policy": r.judge_policy,
+                    "judge_turn_id": r.judge_turn_id,
+                    "winner_seat": r.winner_seat,
+                    "loser_seat": r.loser_seat,
+                    "preferred_turn_id": r.preferred_turn_id,
+                    "rejected_turn_id": r.rejected_turn_id,
+                    "rationale": r.rationale,
+                    "created_at": r.created_at,
+                }
+            )
+        elif kind is EpisodeEnd:
+            rows.ends.append(r)
+        else:
+            raise TypeError(f"the recorder does not know how to store a {kind.__name__}")
+    return rows
+
+
+def write_rows(conn: Connection, rows: Rows) -> int:
+    """Insert, then apply the episode ends, in the caller's transaction; returns rows written."""
+    written = 0
+    for table, table_rows in rows.inserts.items():
+        if table_rows:
+            conn.execute(insert(table), table_rows)
+            written += len(table_rows)
+    if rows.ends:
+        ends = rows.ends
+        conn.execute(
+            _END_EPISODE,
+            [
+                {
+                    "b_id": e.episode_id,
+                    "b_status": str(e.status),
+                    "b_reward": e.reward,
+                    "b_num_turns": e.num_turns,
+                    "b_error_stage": e.error_stage,
+                    "b_finished_at": e.finished_at,
+                }
+                for e in ends
+            ],
+        )
+        conn.execute(_END_PAYLOAD, [{"b_id": e.episode_id, "b_outcome": e.outcome, "b_error": e.error} for e in ends])
+        written += 2 * len(ends)
+    return written

@@ -1,0 +1,68 @@
+"""Database fixtures: storage tests run on a SQLite file and on PostgreSQL.
+
+PostgreSQL tests need SPARRING_TEST_POSTGRES_URL (a server where the user may create
+databases); each test gets a database of its own, dropped afterwards. Without the variable
+they are skipped, with the reason shown in the report.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, make_url
+
+from storage.engine import open_store
+
+POSTGRES_ENV = "SPARRING_TEST_POSTGRES_URL"
+POSTGRES_SKIP_REASON = (
+    f"set {POSTGRES_ENV}=postgresql+psycopg://postgres@127.0.0.1:5432/test to run PostgreSQL tests"
+)
+
+
+@contextmanager
+def fresh_postgres_database(server_url: str) -> Iterator[str]:
+    """Create an empty database on the server of ``server_url``; yield its URL; drop it."""
+    name = f"sparring_test_{uuid.uuid4().hex[:12]}"
+    server = open_store(server_url, migrate=False)
+    admin = server.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        try:
+            yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        server.dispose()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """The URL of a fresh, empty PostgreSQL database (skipped without the server variable)."""
+    server_url = os.environ.get(POSTGRES_ENV)
+    if not server_url:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    with fresh_postgres_database(server_url) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty store: a SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Engine]:
+    """An open, migrated store on each backend."""
+    engine = open_store(store_url)
+    yield engine
+    engine.dispose()
