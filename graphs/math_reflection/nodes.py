@@ -1,0 +1,85 @@
+"""The steps of math-reflection: actor, judge (ground-truth check, no model call), critic,
+and the router that decides whether the actor refines its answer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+
+from graphs.context import EpisodeContext
+from graphs.judges.answers import extract_answer
+from graphs.judges.verdict import parse_verdict
+from graphs.judges.verifier import is_correct
+from graphs.math_reflection import prompts
+from graphs.math_reflection.state import Answer, Critique, State
+
+
+async def actor(state: State, runtime: Runtime[EpisodeContext]) -> dict:
+    """The first answer, or a refinement that sees the previous answer and its critique."""
+    ctx = runtime.context
+    round_ = len(state["answers"])
+    if round_ == 0:
+        messages = prompts.actor_messages(ctx.task.question)
+    else:
+        previous, critique = state["answers"][-1], state["critiques"][-1]
+        messages = prompts.refine_messages(ctx.task.question, previous["text"], critique["text"])
+    turn = await ctx.generate("actor", messages, round=round_, parse=extract_answer)
+    return {"answers": [Answer(turn_id=turn.id, round=round_, text=turn.text, value=turn.parsed)]}
+
+
+async def judge(state: State, runtime: Runtime[EpisodeContext]) -> dict:
+    """Score the latest answer against the ground truth: reward ``correct`` (1/0, 0 when the
+    answer could not be parsed) on the actor's turn. Skipped when the task has no truth."""
+    ctx = runtime.context
+    answer = state["answers"][-1]
+    ctx.stage = f"judge round {answer['round']}"
+    truth = ctx.task.answer
+    if truth is None:
+        return {"correct": [None]}
+    # in a worker thread: a slow symbolic comparison must not stall the other episodes
+    correct = await asyncio.to_thread(is_correct, answer["value"], truth)
+    ctx.reward(
+        "actor", "correct", float(correct), turn_id=answer["turn_id"], round=answer["round"], answer=answer["value"]
+    )
+    return {"correct": [correct]}
+
+
+async def critic(state: State, runtime: Runtime[EpisodeContext]) -> dict:
+    """Review the latest answer; reward ``verdict_correct`` (1/0, 0 without a verdict) on the
+    critic's turn when the truth is known."""
+    ctx = runtime.context
+    answer, truth = state["answers"][-1], state["correct"][-1]
+    messages = prompts.critic_messages(ctx.task.question, answer["text"])
+    turn = await ctx.generate("critic", messages, round=answer["round"], parse=_verdict_label)
+    verdict = None if turn.parsed is None else turn.parsed == "correct"
+    verdict_correct = None if truth is None else verdict == truth
+    if verdict_correct is not None:
+        ctx.reward(
+            "critic",
+            "verdict_correct",
+            float(verdict_correct),
+            turn_id=turn.id,
+            round=answer["round"],
+            verdict=turn.parsed,
+            truth=truth,
+        )
+    critique = Critique(
+        turn_id=turn.id, round=answer["round"], text=turn.text, verdict=verdict, verdict_correct=verdict_correct
+    )
+    return {"critiques": [critique]}
+
+
+def after_critic(state: State, runtime: Runtime[EpisodeContext]) -> Literal["actor", "__end__"]:
+    """Refine unless the critic approved (with stop_on_correct) or the actor used its turns."""
+    options = runtime.context.options
+    if options.stop_on_correct and state["critiques"][-1]["verdict"] is True:
+        return END
+    return END if len(state["answers"]) >= options.turns else "actor"
+
+
+def _verdict_label(text: str) -> str | None:
+    verdict = parse_verdict(text)
+    return None if verdict is None else ("correct" if verdict else "incorrect")

@@ -1,0 +1,42 @@
+"""The fixed prompts of math-reflection.
+
+Accuracy depends heavily on the prompt (3x on the bundled model between two reasonable
+wordings), so before/after comparisons are only valid while these strings stay unchanged.
+"""
+
+from __future__ import annotations
+
+from graphs.policies.base import Message
+
+ANSWER_FORMAT = "Give the final answer as 'Answer: <number>'."
+
+CRITIC_INSTRUCTIONS = (
+    "Check the proposed solution step by step. Point out any mistake in one or two sentences, "
+    "then end with 'Verdict: correct' or 'Verdict: incorrect'."
+)
+
+
+def actor_messages(question: str) -> list[Message]:
+    return [{"role": "user", "content": f"{question}\n{ANSWER_FORMAT}"}]
+
+
+def refine_messages(question: str, previous_answer: str, critique: str) -> list[Message]:
+    """The actor's first prompt, its previous response, and the critique as the next user turn."""
+    return [
+        *actor_messages(question),
+        {"role": "assistant", "content": previous_answer},
+        {
+            "role": "user",
+            "content": f"A reviewer checked your answer and wrote:\n\n{critique}\n\n"
+            f"Solve the problem again, fixing any mistake. {ANSWER_FORMAT}",
+        },
+    ]
+
+
+def critic_messages(question: str, answer: str) -> list[Message]:
+    return [
+        {
+            "role": "user",
+            "content": f"Problem:\n{question}\n\nProposed solution:\n{answer}\n\n{CRITIC_INSTRUCTIONS}",
+        }
+    ]

@@ -1,0 +1,236 @@
+"""The scripted backend: rule-based bots for context seats and deterministic doubles for tests.
+
+A bot is a plain callable ``(messages, request) -> str``. It may raise BackendError to inject
+a model failure. Token ids are the UTF-8 bytes of the text (the prompt rendered as
+"role: content" lines) and every logprob is 0.0: they give results the shape of a real
+backend's, but they are not any real tokenizer's ids and must not be trained on.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping
+from itertools import count
+
+from graphs.judges.answers import extract_answer
+from graphs.policies.base import (
+    BackendError,
+    GenerationRequest,
+    GenerationResult,
+    Message,
+    UnknownAdapterError,
+)
+
+Bot = Callable[[list[Message], GenerationRequest], str]
+"""Turns the conversation (and the full request, for its adapter or sampling) into a reply."""
+
+BASE = "__base__"
+"""Key of a replay script for requests that name no adapter."""
+
+
+class ScriptedBackend:
+    """A Backend whose replies come from a bot; ``model_name`` is ``scripted:<bot name>``."""
+
+    name = "scripted"
+
+    def __init__(self, bot: Bot, *, bot_name: str) -> None:
+        self.model_name = f"scripted:{bot_name}"
+        self._bot = bot
+        self._adapters: dict[str, str] = {}
+
+    @classmethod
+    def from_function(cls, bot: Bot, *, name: str | None = None) -> ScriptedBackend:
+        """Wrap any bot callable; ``name`` defaults to the function's name."""
+        return cls(bot, bot_name=name or getattr(bot, "__name__", "bot"))
+
+    @classmethod
+    def replay(
+        cls,
+        responses: list[str | BackendError] | Mapping[str, list[str | BackendError]],
+        *,
+        name: str = "replay",
+    ) -> ScriptedBackend:
+        """Reply with a fixed script, one entry per request, in order.
+
+        A list serves every request; a mapping keeps one script per adapter name (``BASE``
+        for requests without an adapter), as one base model serving several roles would. An
+        entry that is a BackendError is raised instead of answered (failure injection). A
+        request after the script's last entry raises BackendError rather than cycling, so
+        a test learns when a game makes more calls than it scripted.
+        """
+        scripts = {BASE: list(responses)} if isinstance(responses, list) else {k: list(v) for k, v in responses.items()}
+        positions = {key: count() for key in scripts}
+
+        def bot(messages: list[Message], request: GenerationRequest) -> str:
+            key = request.adapter or BASE
+            if key not in scripts:
+                raise BackendError(f"replay has no script for {key!r}; scripted keys: {sorted(scripts)}")
+            position = next(positions[key])
+            script = scripts[key]
+            if position >= len(script):
+                raise BackendError(
+                    f"replay script for {key!r} exhausted after {len(script)} responses; "
+                    "add responses for the extra calls"
+                )
+            entry = script[position]
+            if isinstance(entry, BackendError):
+                raise entry
+            return entry
+
+        return cls(bot, bot_name=name)
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        if request.adapter is not None and request.adapter not in self._adapters:
+            raise UnknownAdapterError(
+                f"adapter {request.adapter!r} is not loaded on {self.model_name}; loaded: {self.adapters()}"
+            )
+        text = self._bot(request.messages, request)
+        text, finish_reason = _apply_limits(text, request)
+        return GenerationResult(
+            text=text,
+            prompt_token_ids=list(_render(request.messages).encode()),
+            completion_token_ids=list(text.encode()),
+            logprobs=[0.0] * len(text.encode()),
+            finish_reason=finish_reason,
+            served_by=request.adapter or self.model_name,
+        )
+
+    async def load_adapter(self, name: str, path: str) -> None:
+        loaded = self._adapters.get(name)
+        if loaded is not None and loaded != path:
+            raise BackendError(
+                f"adapter {name!r} is already loaded from {loaded!r}; adapter names are immutable, "
+                f"publish {path!r} under a new version"
+            )
+        self._adapters[name] = path
+
+    async def unload_adapter(self, name: str) -> None:
+        if name not in self._adapters:
+            raise UnknownAdapterError(f"adapter {name!r} is not loaded; loaded: {self.adapters()}")
+        del self._adapters[name]
+
+    def adapters(self) -> list[str]:
+        return sorted(self._adapters)
+
+    async def aclose(self) -> None:
+        self._adapters.clear()
+
+
+def _render(messages: list[Message]) -> str:
+    return "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+
+
+def _apply_limits(text: str, request: GenerationRequest) -> tuple[str, str]:
+    """Cut at the first stop string, then at max_new_tokens (one token per UTF-8 byte)."""
+    for stop in request.sampling.stop:
+        if stop and stop in text:
+            text = text[: text.index(stop)]
+    encoded = text.encode()
+    if len(encoded) > request.sampling.max_new_tokens:
+        return encoded[: request.sampling.max_new_tokens].decode(errors="ignore"), "length"
+    return text, "stop"
+
+
+# --- built-in bots -------------------------------------------------------------------------
+
+
+def echo(messages: list[Message], request: GenerationRequest) -> str:
+    """Repeats the last user message."""
+    return _last_user(messages)
+
+
+def always_correct(messages: list[Message], request: GenerationRequest) -> str:
+    """A critic that approves everything."""
+    return "The solution looks right to me.\nVerdict: correct"
+
+
+def always_incorrect(messages: list[Message], request: GenerationRequest) -> str:
+    """A critic that rejects everything."""
+    return "Please check each step of the arithmetic again.\nVerdict: incorrect"
+
+
+def calculator(messages: list[Message], request: GenerationRequest) -> str:
+    """An actor that evaluates the last arithmetic expression in the last user message
+    ("What is 12 * (3 + 4)?"), else repeats the last number there; it does not read word
+    problems, so it is a baseline, not an oracle."""
+    value = _calculate(_last_user(messages))
+    return f"Answer: {value}" if value is not None else "I cannot find a calculation to do."
+
+
+def stubborn(messages: list[Message], request: GenerationRequest) -> str:
+    """A debater that answers like ``calculator`` in its first turn and then restates the
+    answer of its first turn whatever it is told."""
+    own = [m["content"] for m in messages if m["role"] == "assistant"]
+    if not own:
+        return calculator(messages, request)
+    first = extract_answer(own[0])
+    return f"I stand by my first answer.\nAnswer: {first}" if first else "I stand by what I said."
+
+
+BOTS: dict[str, Bot] = {
+    "echo": echo,
+    "always-correct": always_correct,
+    "always-incorrect": always_incorrect,
+    "calculator": calculator,
+    "stubborn": stubborn,
+}
+
+
+def scripted_bot(name: str) -> ScriptedBackend:
+    """A backend running the built-in bot ``name`` (model_name ``scripted:<name>``), as the
+    CLI's ``--seat critic=scripted:always-correct`` asks for."""
+    if name not in BOTS:
+        raise ValueError(f"unknown scripted bot {name!r}; built-in bots: {', '.join(BOTS)}")
+    return ScriptedBackend(BOTS[name], bot_name=name)
+
+
+def _last_user(messages: list[Message]) -> str:
+    return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+
+
+_EXPRESSION = re.compile(r"[\d(][\d\s.+\-*/×÷()]*[\d)]")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_OPERATORS: dict[type, Callable[[float, float], float]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+def _calculate(text: str) -> str | None:
+    text = text.replace(",", "")
+    for candidate in reversed(_EXPRESSION.findall(text)):
+        if any(op in candidate for op in "+-*/×÷"):
+            value = _evaluate(candidate.replace("×", "*").replace("÷", "/"))
+            if value is not None:
+                return _format(value)
+    numbers = _NUMBER.findall(text)
+    return numbers[-1] if numbers else None
+
+
+def _evaluate(expression: str) -> float | None:
+    """Evaluate + - * / and parentheses only (never eval): None when it is not such an
+    expression, divides by zero or overflows."""
+    try:
+        value = _walk(ast.parse(expression.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _walk(node: ast.AST) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_walk(node.operand)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_walk(node.left), _walk(node.right))
+    raise ValueError(f"not plain arithmetic: {ast.dump(node)[:60]}")
+
+
+def _format(value: float) -> str:
+    return str(int(value)) if value.is_integer() else f"{value:.6g}"

@@ -1,0 +1,116 @@
+"""Tasks from JSONL files in GSM8K form or MATH form.
+
+GSM8K rows: ``question`` and ``answer``, the answer ending in ``#### N`` (N is the ground
+truth, thousands separators removed). MATH rows: ``problem`` and either ``answer`` or a
+``solution`` whose last ``\\boxed{...}`` is the ground truth; ``level`` and ``subject`` are
+kept. The form is read from the first row's keys; every later row must have the same form.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from graphs.judges.boxed import last_boxed
+from graphs.tasks.base import Task, TaskSourceError
+
+RowFormat = Literal["gsm8k", "math"]
+
+
+def load_jsonl(path: Path) -> list[Task]:
+    """Every row of a GSM8K- or MATH-form JSONL file, in file order; ids are ``<file>:<line>``."""
+    if not path.is_file():
+        raise TaskSourceError(f"{path}: no such file (task files are JSONL in GSM8K or MATH form)")
+    tasks = tasks_from_rows(_read_rows(path), source=path.name)
+    if not tasks:
+        raise TaskSourceError(f"{path}: the file has no rows")
+    return tasks
+
+
+def tasks_from_rows(rows: Iterable[tuple[str, dict[str, Any]]], *, source: str, split: str | None = None) -> list[Task]:
+    """Tasks from (location, row) pairs; the location (``file:line``) is the task id and is
+    named in every error."""
+    tasks: list[Task] = []
+    row_format: RowFormat | None = None
+    for where, row in rows:
+        if not isinstance(row, dict):
+            raise TaskSourceError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        row_format = row_format or detect_format(row, where)
+        convert = _gsm8k_task if row_format == "gsm8k" else _math_task
+        tasks.append(convert(row, where, source, split))
+    return tasks
+
+
+def detect_format(row: dict[str, Any], where: str) -> RowFormat:
+    if "question" in row:
+        return "gsm8k"
+    if "problem" in row:
+        return "math"
+    raise TaskSourceError(
+        f"{where}: cannot tell the task format from the keys {sorted(row)}; GSM8K rows have "
+        "'question' and 'answer', MATH rows have 'problem' and 'answer' or 'solution'"
+    )
+
+
+def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name}:{number}"
+            try:
+                yield where, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TaskSourceError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+
+
+def _text(row: dict[str, Any], key: str, where: str, row_format: str) -> str:
+    if key not in row:
+        raise TaskSourceError(f"{where}: missing key {key!r} in a {row_format} row (keys: {sorted(row)})")
+    value = row[key]
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise TaskSourceError(f"{where}: {key!r} must be text or a number, got {type(value).__name__}")
+    return str(value)
+
+
+def _gsm8k_task(row: dict[str, Any], where: str, source: str, split: str | None) -> Task:
+    question = _text(row, "question", where, "GSM8K")
+    solution = _text(row, "answer", where, "GSM8K")
+    reasoning, marker, final = solution.rpartition("####")
+    if not marker or not final.strip():
+        raise TaskSourceError(f"{where}: the GSM8K answer has no final '#### N' line: {solution[-80:]!r}")
+    return Task(
+        id=where,
+        question=question,
+        answer=final.strip().replace(",", ""),
+        source=source,
+        split=split,
+        meta={"format": "gsm8k", "solution": reasoning.strip()},
+    )
+
+
+def _math_task(row: dict[str, Any], where: str, source: str, split: str | None) -> Task:
+    problem = _text(row, "problem", where, "MATH")
+    if "answer" in row:
+        answer = _text(row, "answer", where, "MATH")
+    elif "solution" in row:
+        boxed = last_boxed(_text(row, "solution", where, "MATH"))
+        if boxed is None:
+            raise TaskSourceError(f"{where}: the MATH solution has no \\boxed{{...}} answer; add an 'answer' key")
+        answer = boxed
+    else:
+        raise TaskSourceError(f"{where}: a MATH row needs 'answer' or 'solution' (keys: {sorted(row)})")
+    meta: dict[str, Any] = {"format": "math"}
+    meta.update({key: row[key] for key in ("subject", "unique_id", "solution") if key in row})
+    level = row.get("level")
+    return Task(
+        id=where,
+        question=problem,
+        answer=answer.strip(),
+        source=source,
+        split=split,
+        difficulty=None if level is None else str(level),
+        meta=meta,
+    )

@@ -1,0 +1,115 @@
+"""The CLI end to end on scripted seats and a real SQLite file (no model is loaded)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from app.cli import app
+
+runner = CliRunner()
+SCRIPTED = ["--seat", "actor=scripted:echo", "--seat", "critic=scripted:always-incorrect"]
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    monkeypatch.setenv("SPARRING_CACHE_DIR", str(tmp_path / "cache"))
+    return url
+
+
+def invoke(*args: str):
+    result = runner.invoke(app, list(args))
+    return result
+
+
+def _commands(group, prefix: tuple[str, ...] = ()):
+    """Every leaf command (typer vendors its own click, so groups are told by their `commands`)."""
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from _commands(command, prefix + (name,))
+        else:
+            yield prefix + (name,), command
+
+
+def test_every_command_has_help_with_an_example():
+    commands = list(_commands(get_command(app)))
+    assert len(commands) >= 6
+    for path, command in commands:
+        assert command.help and "Example" in command.help, f"`sparring {' '.join(path)}` has no example in its help"
+        result = invoke(*path, "--help")
+        assert result.exit_code == 0, result.output
+
+
+def test_unknown_game_lists_the_games(db):
+    result = invoke("play", "chess")
+    assert result.exit_code == 2
+    assert "unknown game 'chess'" in result.output and "math-reflection" in result.output and "debate" in result.output
+
+
+def test_malformed_task_file_names_file_and_line(db, tmp_path):
+    bad = tmp_path / "tasks.jsonl"
+    bad.write_text('{"question": "1+1?", "answer": "#### 2"}\n{not json\n')
+    result = invoke("play", "math-reflection", "--tasks", str(bad), *SCRIPTED)
+    assert result.exit_code == 2
+    assert "tasks.jsonl:2" in result.output and "not valid JSON" in result.output
+
+
+def test_bad_database_url_is_explained(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARRING_DATABASE_URL", "not-a-url")
+    result = invoke("episodes", "list")
+    assert result.exit_code == 2
+    assert "SPARRING_DATABASE_URL" in result.output and "sqlite:///" in result.output
+
+
+def test_unreachable_database_is_explained(monkeypatch):
+    monkeypatch.setenv("SPARRING_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:1/test")
+    result = invoke("episodes", "list")
+    assert result.exit_code == 2
+    assert "127.0.0.1" in result.output
+
+
+def test_invalid_setting_names_the_variable(db, monkeypatch):
+    monkeypatch.setenv("SPARRING_DEVICE", "gpu0")
+    result = invoke("settings")
+    assert result.exit_code == 2
+    assert "SPARRING_DEVICE" in result.output and "cuda:N" in result.output
+
+
+def test_bad_seat_spec(db):
+    result = invoke("play", "math-reflection", "--seat", "referee=model")
+    assert result.exit_code == 2 and "no seat 'referee'" in result.output and "actor" in result.output
+
+
+def test_play_list_show_export(db, tmp_path):
+    result = invoke("play", "math-reflection", "-n", "6", "-c", "3", "--turns", "2", "--format", "json", *SCRIPTED)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])[0]
+    assert summary["episodes"] == 6 and summary["succeeded"] == 6 and summary["failed"] == 0
+    # the echo actor never states an answer: every answer is unparsed and scores 0
+    assert summary["pass@turn-1"] == 0.0 and summary["pass@final-turn"] == 0.0
+
+    listed = invoke("episodes", "list", "--format", "jsonl", "--limit", "4")
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert len(rows) == 4 and all(r["status"] == "succeeded" and r["num_turns"] == 4 for r in rows)
+    page2 = invoke("episodes", "list", "--format", "json", "--limit", "4", "--page", "2")
+    assert len(json.loads(page2.stdout)) == 2
+
+    shown = invoke("episodes", "show", rows[0]["id"][:10], "--format", "json")
+    episode = json.loads(shown.stdout)[0]
+    assert [t["seat"] for t in episode["turns"]] == ["actor", "critic", "actor", "critic"]
+    assert {r["name"] for r in episode["rewards"]} >= {"correct", "verdict_correct"}
+    assert invoke("episodes", "show", rows[0]["id"][:10]).exit_code == 0
+    assert invoke("episodes", "show", "zzzz").exit_code == 2
+
+    out = tmp_path / "turns.parquet"
+    assert invoke("export", str(out)).exit_code == 0
+    assert pq.read_table(out).num_rows == 6 * 4
+    out = tmp_path / "episodes.jsonl"
+    assert invoke("export", str(out), "--level", "episodes").exit_code == 0
+    assert len(out.read_text().splitlines()) == 6

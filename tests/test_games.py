@@ -1,0 +1,473 @@
+"""Both games played through their compiled graphs with scripted policies; every test checks
+the whole trace: turn order, what each seat saw, rewards, judgments and the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from memory_sink import MemorySink
+
+from graphs.context import EpisodeContext, GameOptions
+from graphs.debate import prompts as debate_prompts
+from graphs.games import GameSpec, get_game
+from graphs.math_reflection import prompts as reflection_prompts
+from graphs.policies.base import Backend, BackendError, SamplingParams
+from graphs.policies.policy import Policy
+from graphs.policies.scripted import ScriptedBackend, scripted_bot
+from graphs.tasks.base import Task
+
+REFLECTION = get_game("math-reflection")
+DEBATE = get_game("debate")
+GRAPHS = {game.name: game.build() for game in (REFLECTION, DEBATE)}
+
+QUESTION = "Tom has 3 apples and buys 4 more. How many apples does Tom have?"
+TASK = Task(id="t-1", question=QUESTION, answer="7", source="test")
+NO_TRUTH = Task(id="t-2", question=QUESTION, answer=None, source="test")
+
+
+class Episode:
+    """One episode: its context, final state and everything the sink received."""
+
+    def __init__(self, game: GameSpec, task: Task, backends: dict[str, Backend], options: GameOptions) -> None:
+        self.game, self.task, self.options, self.sink = game, task, options, MemorySink()
+        self.ctx = EpisodeContext(
+            episode_id="episode-1",
+            task=task,
+            seats={seat.name: seat for seat in game.seats},
+            policies={seat: Policy(backend, SamplingParams(temperature=0)) for seat, backend in backends.items()},
+            sink=self.sink,
+            seed=7,
+            options=options,
+        )
+        self.state: dict[str, Any] = {}
+
+    def play(self) -> Episode:
+        initial = self.game.initial_state(self.task, self.options)
+        self.state = asyncio.run(GRAPHS[self.game.name].ainvoke(initial, context=self.ctx))
+        return self
+
+    @property
+    def order(self) -> list[tuple[str, int, int]]:
+        return [(t.seat, t.index, t.round) for t in self.sink.turns]
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self.sink.turns]
+
+    @property
+    def rewards(self) -> list[tuple[str, str, float, str | None, dict | None]]:
+        return [(r.seat, r.name, r.value, r.turn_id, r.info) for r in self.sink.rewards]
+
+    def outcome(self) -> tuple[float | None, dict[str, Any]]:
+        result = self.game.outcome(self.state)
+        return result.reward, result.summary
+
+
+def replay(*responses: str | BackendError) -> ScriptedBackend:
+    return ScriptedBackend.replay(list(responses))
+
+
+def reflection(actor: Backend, critic: Backend, task: Task = TASK, **options: Any) -> Episode:
+    return Episode(REFLECTION, task, {"actor": actor, "critic": critic}, GameOptions(**options))
+
+
+def debate(a: Backend, b: Backend, judge: Backend | None = None, task: Task = TASK, **options: Any) -> Episode:
+    backends = {"debater_a": a, "debater_b": b} | ({"judge": judge} if judge else {})
+    return Episode(DEBATE, task, backends, GameOptions(**options))
+
+
+def play_reflection(actor: Backend, critic: Backend, task: Task = TASK, **options: Any) -> Episode:
+    return reflection(actor, critic, task, **options).play()
+
+
+def play_debate(a: Backend, b: Backend, judge: Backend | None = None, task: Task = TASK, **options: Any) -> Episode:
+    return debate(a, b, judge, task, **options).play()
+
+
+# --- math-reflection -----------------------------------------------------------------------
+
+
+def test_registry_lists_both_games_with_their_seats() -> None:
+    assert [s.name for s in REFLECTION.seats] == ["actor", "critic", "judge"]
+    assert [(s.name, str(s.kind)) for s in DEBATE.seats] == [
+        ("debater_a", "learner"),
+        ("debater_b", "context"),
+        ("judge", "judge"),
+    ]
+
+
+def test_critique_reaches_the_refinement_and_critic_approval_stops_the_episode() -> None:
+    critique = "You added wrong: 3 + 4 is 7, not 6.\nVerdict: incorrect"
+    episode = play_reflection(
+        replay("3 + 4 = 6.\nAnswer: 6", "I fixed the sum.\nAnswer: 7"),
+        replay(critique, "Verdict: correct"),
+        turns=3,
+    )
+    actor0, critic0, actor1, critic1 = episode.sink.turns
+    assert episode.order == [("actor", 0, 0), ("critic", 1, 0), ("actor", 2, 1), ("critic", 3, 1)]
+    first_prompt = [{"role": "user", "content": f"{QUESTION}\nGive the final answer as 'Answer: <number>'."}]
+    assert actor0.messages == first_prompt
+    assert critic0.messages == reflection_prompts.critic_messages(QUESTION, "3 + 4 = 6.\nAnswer: 6")
+    assert "Proposed solution:\n3 + 4 = 6.\nAnswer: 6" in critic0.messages[0]["content"]
+    assert actor1.messages == [
+        *first_prompt,
+        {"role": "assistant", "content": "3 + 4 = 6.\nAnswer: 6"},
+        {
+            "role": "user",
+            "content": f"A reviewer checked your answer and wrote:\n\n{critique}\n\n"
+            "Solve the problem again, fixing any mistake. Give the final answer as 'Answer: <number>'.",
+        },
+    ]
+    assert critic1.messages == reflection_prompts.critic_messages(QUESTION, "I fixed the sum.\nAnswer: 7")
+    assert [(t.parsed, t.parsed_value) for t in episode.sink.turns] == [
+        (True, "6"),
+        (True, "incorrect"),
+        (True, "7"),
+        (True, "correct"),
+    ]
+    assert [(t.seat_kind, t.policy, t.served_by, t.backend) for t in episode.sink.turns] == [
+        ("learner", "scripted:replay", "scripted:replay", "scripted")
+    ] * 4
+    assert episode.rewards == [
+        ("actor", "correct", 0.0, actor0.id, {"round": 0, "answer": "6"}),
+        ("critic", "verdict_correct", 1.0, critic0.id, {"round": 0, "verdict": "incorrect", "truth": False}),
+        ("actor", "correct", 1.0, actor1.id, {"round": 1, "answer": "7"}),
+        ("critic", "verdict_correct", 1.0, critic1.id, {"round": 1, "verdict": "correct", "truth": True}),
+    ]
+    assert episode.sink.judgments == []
+    assert episode.outcome() == (
+        1.0,
+        {
+            "answers": ["6", "7"],
+            "correct_by_turn": [False, True],
+            "first_correct": False,
+            "final_correct": True,
+            "majority_correct": True,
+            "verdicts": [False, True],
+            "critic_accuracy": 1.0,
+        },
+    )
+    assert episode.ctx.num_turns == 4
+
+
+def test_approval_of_a_wrong_answer_ends_the_episode_when_stop_on_correct() -> None:
+    episode = play_reflection(replay("Answer: 8"), scripted_bot("always-correct"), turns=3)
+    assert episode.order == [("actor", 0, 0), ("critic", 1, 0)]
+    assert episode.rewards == [
+        ("actor", "correct", 0.0, episode.ids[0], {"round": 0, "answer": "8"}),
+        ("critic", "verdict_correct", 0.0, episode.ids[1], {"round": 0, "verdict": "correct", "truth": False}),
+    ]
+    assert episode.outcome()[0] == 0.0
+    assert episode.outcome()[1]["critic_accuracy"] == 0.0
+
+
+def test_without_stop_on_correct_the_actor_uses_all_its_turns() -> None:
+    episode = play_reflection(
+        replay("Answer: 7", "Answer: 7"), scripted_bot("always-correct"), turns=2, stop_on_correct=False
+    )
+    assert episode.order == [("actor", 0, 0), ("critic", 1, 0), ("actor", 2, 1), ("critic", 3, 1)]
+    assert [r[:3] for r in episode.rewards] == [
+        ("actor", "correct", 1.0),
+        ("critic", "verdict_correct", 1.0),
+        ("actor", "correct", 1.0),
+        ("critic", "verdict_correct", 1.0),
+    ]
+
+
+def test_five_turns_with_a_critic_that_always_objects() -> None:
+    answers = ["6", "6", "8", "7", "7"]
+    episode = play_reflection(replay(*(f"Answer: {a}" for a in answers)), scripted_bot("always-incorrect"), turns=5)
+    assert episode.order == [(seat, index, index // 2) for index, seat in enumerate(["actor", "critic"] * 5)]
+    actor_turns = episode.sink.turns[0::2]
+    critic_turns = episode.sink.turns[1::2]
+    truth = [False, False, False, True, True]
+    expected_rewards = []
+    for round_, (answer, correct) in enumerate(zip(answers, truth, strict=True)):
+        expected_rewards.append(
+            ("actor", "correct", float(correct), actor_turns[round_].id, {"round": round_, "answer": answer})
+        )
+        expected_rewards.append(
+            (
+                "critic",
+                "verdict_correct",
+                float(not correct),
+                critic_turns[round_].id,
+                {"round": round_, "verdict": "incorrect", "truth": correct},
+            )
+        )
+    assert episode.rewards == expected_rewards
+    for round_ in range(1, 5):  # each refinement answers the critique of the answer before it
+        assert actor_turns[round_].messages[1] == {"role": "assistant", "content": f"Answer: {answers[round_ - 1]}"}
+        assert critic_turns[round_ - 1].response in actor_turns[round_].messages[2]["content"]
+    reward, summary = episode.outcome()
+    assert reward == 1.0
+    assert summary == {
+        "answers": answers,
+        "correct_by_turn": truth,
+        "first_correct": False,
+        "final_correct": True,
+        "majority_correct": True,  # "6" and "7" tie at two votes; the later "7" wins the tie
+        "verdicts": [False] * 5,
+        "critic_accuracy": 0.6,
+    }
+
+
+def test_unparseable_answer_scores_zero_and_the_episode_goes_on() -> None:
+    episode = play_reflection(
+        replay("I am not sure what to do here.", "Answer: 7"), scripted_bot("always-incorrect"), turns=2
+    )
+    assert episode.order == [("actor", 0, 0), ("critic", 1, 0), ("actor", 2, 1), ("critic", 3, 1)]
+    first = episode.sink.turns[0]
+    assert (first.parsed, first.parsed_value) == (False, None)
+    assert episode.rewards[:2] == [
+        ("actor", "correct", 0.0, first.id, {"round": 0, "answer": None}),
+        ("critic", "verdict_correct", 1.0, episode.ids[1], {"round": 0, "verdict": "incorrect", "truth": False}),
+    ]
+    reward, summary = episode.outcome()
+    assert (reward, summary["answers"], summary["majority_correct"]) == (1.0, [None, "7"], True)
+
+
+def test_unparseable_verdict_scores_zero_and_leads_to_a_refinement() -> None:
+    episode = play_reflection(replay("Answer: 7", "Answer: 7"), replay("Looks fine to me.", "Verdict: correct"))
+    critic0 = episode.sink.turns[1]
+    assert (critic0.parsed, critic0.parsed_value) == (False, None)
+    assert episode.rewards[1] == (
+        "critic",
+        "verdict_correct",
+        0.0,
+        critic0.id,
+        {"round": 0, "verdict": None, "truth": True},
+    )
+    assert episode.order == [("actor", 0, 0), ("critic", 1, 0), ("actor", 2, 1), ("critic", 3, 1)]
+    assert episode.outcome()[1]["verdicts"] == [None, True]
+    assert episode.outcome()[1]["critic_accuracy"] == 0.5
+
+
+def test_one_turn_still_gets_one_critique() -> None:
+    episode = play_reflection(replay("Answer: 7"), scripted_bot("always-incorrect"), turns=1)
+    assert episode.order == [("actor", 0, 0), ("critic", 1, 0)]
+    assert [r[:3] for r in episode.rewards] == [("actor", "correct", 1.0), ("critic", "verdict_correct", 0.0)]
+
+
+def test_task_without_ground_truth_records_no_correctness_rewards() -> None:
+    episode = play_reflection(
+        replay("Answer: 7", "Answer: 8"), scripted_bot("always-incorrect"), task=NO_TRUTH, turns=2
+    )
+    assert episode.order == [("actor", 0, 0), ("critic", 1, 0), ("actor", 2, 1), ("critic", 3, 1)]
+    assert episode.rewards == []
+    assert episode.outcome() == (
+        None,
+        {
+            "answers": ["7", "8"],
+            "correct_by_turn": [None, None],
+            "first_correct": None,
+            "final_correct": None,
+            "majority_correct": None,
+            "verdicts": [False, False],
+            "critic_accuracy": None,
+        },
+    )
+
+
+def test_a_backend_error_propagates_with_the_failing_seat_as_stage() -> None:
+    episode = reflection(replay("Answer: 7"), replay(BackendError("critic model crashed")))
+    with pytest.raises(BackendError, match="critic model crashed"):
+        episode.play()
+    assert episode.ctx.stage == "critic turn 1"
+    # the turn before the failure was logged and scored; the failed call logged nothing
+    assert episode.order == [("actor", 0, 0)]
+    assert [r[:3] for r in episode.rewards] == [("actor", "correct", 1.0)]
+
+
+def test_an_exhausted_script_is_a_backend_error_in_the_actor_seat() -> None:
+    episode = reflection(replay("Answer: 6"), scripted_bot("always-incorrect"), turns=2)
+    with pytest.raises(BackendError, match="exhausted after 1 responses"):
+        episode.play()
+    assert episode.ctx.stage == "actor turn 2"
+    assert [t.seat for t in episode.sink.turns] == ["actor", "critic"]
+
+
+# --- debate --------------------------------------------------------------------------------
+
+
+def test_verifier_judges_a_debate_on_the_final_answers() -> None:
+    episode = play_debate(
+        replay("3 plus 4 is 7.\nAnswer: 7", "B is wrong.\nAnswer: 7"),
+        replay("I count 8.\nAnswer: 8", "Still 8.\nAnswer: 8"),
+        rounds=2,
+    )
+    a0, b0, a1, b1 = episode.sink.turns
+    assert episode.order == [("debater_a", 0, 0), ("debater_b", 1, 0), ("debater_a", 2, 1), ("debater_b", 3, 1)]
+    intro_a = debate_prompts.debater_messages(QUESTION, "debater_a", [])[0]["content"]
+    assert QUESTION in intro_a and intro_a.endswith(debate_prompts.FIRST_ROUND)
+    assert a0.messages == [{"role": "user", "content": intro_a}]
+    assert b0.messages[-1]["content"].endswith(f"Debater A:\n3 plus 4 is 7.\nAnswer: 7\n\n{debate_prompts.FIRST_ROUND}")
+    assert a1.messages == [
+        {"role": "user", "content": intro_a},
+        {"role": "assistant", "content": "3 plus 4 is 7.\nAnswer: 7"},
+        {"role": "user", "content": f"Debater B:\nI count 8.\nAnswer: 8\n\n{debate_prompts.LATER_ROUND}"},
+    ]
+    assert b1.messages == [
+        b0.messages[0],
+        {"role": "assistant", "content": "I count 8.\nAnswer: 8"},
+        {"role": "user", "content": f"Debater A:\nB is wrong.\nAnswer: 7\n\n{debate_prompts.LATER_ROUND}"},
+    ]
+    assert [t.seat_kind for t in episode.sink.turns] == ["learner", "context", "learner", "context"]
+    assert episode.rewards == [
+        ("debater_a", "correct", 1.0, a0.id, {"round": 0, "answer": "7"}),
+        ("debater_b", "correct", 0.0, b0.id, {"round": 0, "answer": "8"}),
+        ("debater_a", "correct", 1.0, a1.id, {"round": 1, "answer": "7"}),
+        ("debater_b", "correct", 0.0, b1.id, {"round": 1, "answer": "8"}),
+        ("debater_a", "win", 1.0, a1.id, {"judged_by": "verifier"}),
+        ("debater_b", "win", 0.0, b1.id, {"judged_by": "verifier"}),
+    ]
+    (judgment,) = episode.sink.judgments
+    assert (
+        judgment.judge_seat,
+        judgment.judge_policy,
+        judgment.winner_seat,
+        judgment.loser_seat,
+        judgment.preferred_turn_id,
+        judgment.rejected_turn_id,
+        judgment.judge_turn_id,
+    ) == ("judge", "verifier", "debater_a", "debater_b", a1.id, b1.id, None)
+    assert judgment.rationale == (
+        "Ground truth '7': Debater A's final answer '7' is correct; Debater B's final answer '8' is incorrect."
+    )
+    assert episode.outcome() == (
+        1.0,
+        {
+            "winner": "debater_a",
+            "judged_by": "verifier",
+            "final_answer_a": "7",
+            "final_answer_b": "8",
+            "a_correct": True,
+            "b_correct": False,
+            "rounds": 2,
+        },
+    )
+
+
+def test_verifier_ties_when_both_final_answers_are_correct() -> None:
+    # A changes its mind to the right answer; B's last turn states nothing, so its round-1 answer counts
+    episode = play_debate(
+        replay("Answer: 8", "B convinced me.\nAnswer: 7"),
+        replay("Answer: 7", "I have nothing to add."),
+        rounds=2,
+    )
+    a0, b0, a1, b1 = episode.sink.turns
+    assert (b1.parsed, b1.parsed_value) == (False, None)
+    assert episode.rewards == [
+        ("debater_a", "correct", 0.0, a0.id, {"round": 0, "answer": "8"}),
+        ("debater_b", "correct", 1.0, b0.id, {"round": 0, "answer": "7"}),
+        ("debater_a", "correct", 1.0, a1.id, {"round": 1, "answer": "7"}),
+        ("debater_b", "correct", 0.0, b1.id, {"round": 1, "answer": None}),
+        ("debater_a", "win", 0.5, a1.id, {"judged_by": "verifier"}),
+        ("debater_b", "win", 0.5, b1.id, {"judged_by": "verifier"}),
+    ]
+    (judgment,) = episode.sink.judgments
+    assert (judgment.winner_seat, judgment.loser_seat, judgment.preferred_turn_id, judgment.rejected_turn_id) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    reward, summary = episode.outcome()
+    assert (reward, summary["winner"], summary["final_answer_b"], summary["b_correct"]) == (0.5, None, "7", True)
+
+
+def test_verifier_ties_when_neither_is_correct() -> None:
+    episode = play_debate(replay("Answer: 5"), replay("Answer: 6"), rounds=1)
+    assert episode.order == [("debater_a", 0, 0), ("debater_b", 1, 0)]
+    assert [r[:3] for r in episode.rewards[-2:]] == [("debater_a", "win", 0.5), ("debater_b", "win", 0.5)]
+    assert episode.sink.judgments[0].winner_seat is None
+
+
+def test_model_judge_decides_even_against_the_ground_truth() -> None:
+    judge_text = "Debater B explained the count step by step.\nWinner: B"
+    episode = play_debate(replay("Answer: 7"), replay("Answer: 8"), replay(judge_text), rounds=1)
+    a0, b0, judge_turn = episode.sink.turns
+    assert episode.order == [("debater_a", 0, 0), ("debater_b", 1, 0), ("judge", 2, 1)]
+    assert judge_turn.messages == debate_prompts.judge_messages(
+        QUESTION,
+        [
+            {"seat": "debater_a", "turn_id": a0.id, "round": 0, "text": "Answer: 7", "answer": "7"},
+            {"seat": "debater_b", "turn_id": b0.id, "round": 0, "text": "Answer: 8", "answer": "8"},
+        ],
+    )
+    assert "Debater A (round 1):\nAnswer: 7\n\nDebater B (round 1):\nAnswer: 8" in judge_turn.messages[0]["content"]
+    assert (judge_turn.seat_kind, judge_turn.parsed, judge_turn.parsed_value) == ("judge", True, "b")
+    (judgment,) = episode.sink.judgments
+    assert (
+        judgment.judge_policy,
+        judgment.winner_seat,
+        judgment.loser_seat,
+        judgment.preferred_turn_id,
+        judgment.rejected_turn_id,
+        judgment.judge_turn_id,
+        judgment.rationale,
+    ) == ("scripted:replay", "debater_b", "debater_a", b0.id, a0.id, judge_turn.id, judge_text)
+    assert episode.rewards == [
+        ("debater_a", "correct", 1.0, a0.id, {"round": 0, "answer": "7"}),
+        ("debater_b", "correct", 0.0, b0.id, {"round": 0, "answer": "8"}),
+        ("debater_a", "win", 0.0, a0.id, {"judged_by": "model"}),
+        ("debater_b", "win", 1.0, b0.id, {"judged_by": "model"}),
+    ]
+    reward, summary = episode.outcome()
+    assert (reward, summary["winner"], summary["judged_by"], summary["a_correct"]) == (0.0, "debater_b", "model", True)
+
+
+def test_unparseable_model_judgment_is_a_tie_and_the_episode_completes() -> None:
+    episode = play_debate(replay("Answer: 7"), replay("Answer: 8"), replay("Both argued well."), rounds=1)
+    judge_turn = episode.sink.turns[-1]
+    assert (judge_turn.parsed, judge_turn.parsed_value) == (False, None)
+    (judgment,) = episode.sink.judgments
+    assert (judgment.winner_seat, judgment.rationale, judgment.judge_turn_id) == (
+        None,
+        "unparseable judge output",
+        judge_turn.id,
+    )
+    assert [r[:3] for r in episode.rewards[-2:]] == [("debater_a", "win", 0.5), ("debater_b", "win", 0.5)]
+    assert episode.outcome()[0] == 0.5
+
+
+def test_model_judge_without_ground_truth_and_no_correct_rewards() -> None:
+    episode = play_debate(
+        replay("Answer: 7", "Answer: 7"),
+        scripted_bot("stubborn"),
+        replay("Winner: Debater A"),
+        task=NO_TRUTH,
+        rounds=2,
+    )
+    assert [t.seat for t in episode.sink.turns] == ["debater_a", "debater_b", "debater_a", "debater_b", "judge"]
+    assert [r[:3] for r in episode.rewards] == [("debater_a", "win", 1.0), ("debater_b", "win", 0.0)]
+    reward, summary = episode.outcome()
+    assert (reward, summary["a_correct"], summary["b_correct"]) == (1.0, None, None)
+
+
+def test_verifier_cannot_judge_a_task_without_ground_truth() -> None:
+    episode = debate(replay("Answer: 7"), replay("Answer: 8"), task=NO_TRUTH, rounds=1)
+    with pytest.raises(ValueError, match=r"has no ground-truth answer.*--seat judge=model"):
+        episode.play()
+    assert episode.ctx.stage == "judge"
+    assert episode.sink.judgments == []
+
+
+def test_a_debater_backend_error_propagates_with_its_seat_as_stage() -> None:
+    episode = debate(replay("Answer: 7", "Answer: 7"), replay("Answer: 8", BackendError("B is down")), rounds=2)
+    with pytest.raises(BackendError, match="B is down"):
+        episode.play()
+    assert episode.ctx.stage == "debater_b turn 3"
+    assert [t.seat for t in episode.sink.turns] == ["debater_a", "debater_b", "debater_a"]
+    assert episode.sink.judgments == []
+
+
+def test_a_judge_backend_error_propagates_with_the_judge_as_stage() -> None:
+    episode = debate(replay("Answer: 7"), replay("Answer: 8"), replay(BackendError("judge is down")), rounds=1)
+    with pytest.raises(BackendError, match="judge is down"):
+        episode.play()
+    assert episode.ctx.stage == "judge turn 2"
+    assert episode.sink.judgments == []
+    assert [r.name for r in episode.sink.rewards] == ["correct", "correct"]
