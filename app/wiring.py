@@ -8,6 +8,7 @@ from app.settings import Settings
 from graphs.games import GameSpec
 from graphs.policies.base import Backend, SamplingParams
 from graphs.policies.policy import Policy
+from graphs.policies.scripted import BOTS
 
 SEAT_SPEC_HELP = (
     "SEAT=SPEC, repeatable. SPEC is 'model' (the configured base model), 'scripted:BOT' "
@@ -35,6 +36,8 @@ def parse_seat_specs(game: GameSpec, specs: list[str]) -> dict[str, str]:
             raise SeatSpecError(f"--seat {item!r}: only judge seats can be 'verifier'")
         if spec not in ("model", "verifier") and not spec.startswith("scripted:"):
             raise SeatSpecError(f"--seat {item!r}: unknown policy {spec!r}. {SEAT_SPEC_HELP}")
+        if spec.startswith("scripted:") and spec.removeprefix("scripted:") not in BOTS:
+            raise SeatSpecError(f"--seat {item!r}: unknown scripted bot; built-in bots: {', '.join(BOTS)}")
         chosen[seat] = spec
     return chosen
 

@@ -86,6 +86,11 @@ def test_bad_seat_spec(db):
     assert result.exit_code == 2 and "no seat 'referee'" in result.output and "actor" in result.output
 
 
+def test_unknown_scripted_bot_lists_the_bots(db):
+    result = invoke("play", "math-reflection", "--seat", "critic=scripted:oracle")
+    assert result.exit_code == 2 and "oracle" in result.output and "always-correct" in result.output
+
+
 def test_play_list_show_export(db, tmp_path):
     result = invoke("play", "math-reflection", "-n", "6", "-c", "3", "--turns", "2", "--format", "json", *SCRIPTED)
     assert result.exit_code == 0, result.output

@@ -1,0 +1,121 @@
+"""The runner on a real store: failures are data, interruptions never look like success."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+
+import pytest
+
+from evaluation.metrics import run_metrics
+from graphs.context import GameOptions
+from graphs.games import get_game
+from graphs.policies.base import BackendError
+from graphs.policies.policy import Policy
+from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
+from graphs.runner import play
+from graphs.tasks import load_tasks
+from storage.engine import open_store
+from storage.queries import EpisodeFilter, get_episode, list_episodes
+from storage.recorder import Recorder
+from storage.records import EpisodeStatus, RunRecord
+
+GAME = get_game("math-reflection")
+
+
+def _run(recorder: Recorder) -> str:
+    run_id = uuid.uuid4().hex
+    recorder.start_run(RunRecord(run_id, GAME.name, {}, 0, socket.gethostname(), os.getpid()))
+    return run_id
+
+
+class Calculator(ScriptedBackend):
+    """The calculator bot with a hook run before each answer (to fail, stall or hang)."""
+
+    def __init__(self, before) -> None:
+        super().__init__(BOTS["calculator"], bot_name="calculator")
+        self.before = before
+
+    async def generate(self, request):
+        await self.before(request.messages[-1]["content"])
+        return await super().generate(request)
+
+
+def test_one_bad_episode_never_stops_the_batch(store_url):
+    engine = open_store(store_url)
+    tasks = load_tasks("arithmetic:1", n=8, seed=0, split="train")
+    async def fail_on_fourth(question: str) -> None:
+        if tasks[3].question in question:
+            raise BackendError("model server answered 500")
+
+    policies = {
+        "actor": Policy(Calculator(fail_on_fourth)),
+        "critic": Policy(scripted_bot("always-correct")),
+    }
+    with Recorder(engine) as recorder:
+        run_id = _run(recorder)
+        report = asyncio.run(play(GAME, tasks, policies, recorder, concurrency=4, seed=0, run_id=run_id))
+        recorder.flush()
+    assert report.count(EpisodeStatus.SUCCEEDED) == 7 and report.count(EpisodeStatus.FAILED) == 1
+    failed = list_episodes(engine, EpisodeFilter(run_id=run_id, status="failed")).items
+    assert len(failed) == 1 and failed[0]["task_id"] == tasks[3].id
+    detail = get_episode(engine, failed[0]["id"])
+    assert detail["error_stage"] == "actor turn 0" and "500" in detail["error"]
+    ok = list_episodes(engine, EpisodeFilter(run_id=run_id, status="succeeded"), limit=100)
+    assert ok.total == 7
+    # the calculator solves level-1 problems from their numbers only partly; metrics come from the store
+    metrics = run_metrics(engine, run_id)
+    assert metrics["critic_accuracy"] is not None
+    assert 0.0 <= metrics["pass@turn-1"] <= 1.0
+    assert metrics["pass@turn-1"] == pytest.approx(sum(e.outcome["first_correct"] for e in report.episodes
+                                                       if e.status == EpisodeStatus.SUCCEEDED) / 7)
+
+
+def test_slow_episode_times_out_and_the_rest_finish(tmp_path):
+    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    tasks = load_tasks("arithmetic:1", n=3, seed=0, split="train")
+    async def stall_on_first(question: str) -> None:
+        if tasks[0].question in question:
+            await asyncio.sleep(5)
+
+    policies = {"actor": Policy(Calculator(stall_on_first)), "critic": Policy(scripted_bot("always-correct"))}
+    with Recorder(engine) as recorder:
+        run_id = _run(recorder)
+        report = asyncio.run(play(GAME, tasks, policies, recorder, concurrency=3, seed=0, run_id=run_id, timeout_s=0.5))
+    assert [e.status for e in report.episodes] == [EpisodeStatus.TIMEOUT, EpisodeStatus.SUCCEEDED,
+                                                    EpisodeStatus.SUCCEEDED]
+    rows = list_episodes(engine, EpisodeFilter(run_id=run_id, status="timeout")).items
+    assert len(rows) == 1 and rows[0]["error_stage"] == "actor turn 0"
+
+
+def test_interrupted_run_keeps_finished_episodes_and_fails_running_ones(store_url):
+    """Cancel mid-run (what Ctrl-C does): finished episodes stay, none is left running or succeeded."""
+    engine = open_store(store_url)
+    tasks = load_tasks("arithmetic:1", n=6, seed=0, split="train")
+    gate = asyncio.Event()
+
+    async def hang_but_first(question: str) -> None:
+        if tasks[0].question not in question:
+            await gate.wait()  # every other episode hangs until cancelled
+
+    policies = {"actor": Policy(Calculator(hang_but_first)), "critic": Policy(scripted_bot("always-correct"))}
+
+    async def main(recorder, run_id):
+        task = asyncio.create_task(play(GAME, tasks, policies, recorder, concurrency=6, seed=0, run_id=run_id,
+                                        options=GameOptions(turns=1)))
+        while not list_episodes(engine, EpisodeFilter(run_id=run_id, status="succeeded")).total:
+            recorder.flush()
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with Recorder(engine) as recorder:
+        run_id = _run(recorder)
+        asyncio.run(main(recorder, run_id))
+        aborted = recorder.abort_running(run_id, "interrupted by the user")
+    counts = {s: list_episodes(engine, EpisodeFilter(run_id=run_id, status=s)).total
+              for s in ("succeeded", "failed", "running")}
+    assert counts == {"succeeded": 1, "failed": 5, "running": 0} and aborted == 5
