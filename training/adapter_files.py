@@ -1,0 +1,268 @@
+"""Adapter folders on disk: checking a trainer's output, publishing it under an immutable
+name, and checking later that a published folder is still intact.
+
+A published folder is ``<adapters_root>/<role>@v<N>``. It appears by one rename of a complete,
+fsynced temporary folder ``<adapters_root>/.tmp-<hex>``, so nobody ever sees it half-written,
+and it is never overwritten: a rename onto an existing folder fails instead. Each published
+folder holds ``SHA256SUMS`` (the format of ``sha256sum``, so ``sha256sum -c SHA256SUMS`` checks
+it by hand too), against which ``verify_folder`` finds files deleted, truncated or
+overwritten after publishing.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from safetensors import SafetensorError, safe_open
+
+CONFIG_FILE = "adapter_config.json"
+WEIGHTS_FILE = "adapter_model.safetensors"
+PICKLED_WEIGHTS_FILE = "adapter_model.bin"
+CHECKSUMS_FILE = "SHA256SUMS"
+TMP_PREFIX = ".tmp-"
+STALE_TMP_S = 3600.0
+"""A temporary folder untouched for this long was left by a publish that crashed (a running
+publish writes to its folder continuously, and renames it within seconds)."""
+_ROLE = r"[A-Za-z0-9][A-Za-z0-9_-]*"
+ROLE_PATTERN = re.compile(_ROLE)
+NAME_PATTERN = re.compile(rf"(?P<role>{_ROLE})@v(?P<version>[1-9][0-9]*)")
+"""``role@vN``: the immutable name of a published version, and its folder's name."""
+_CHUNK = 1 << 20
+
+
+class AdapterFolderError(RuntimeError):
+    """An adapter folder is missing, incomplete or not the adapter expected; the message names
+    the folder, the problem and what to do."""
+
+
+def version_name(role: str, version: int) -> str:
+    return f"{role}@v{version}"
+
+
+def check_trained_folder(folder: Path, *, base_model: str) -> None:
+    """Check that a trainer's output folder holds a complete LoRA adapter for ``base_model``."""
+    label = f"trained adapter folder {folder}"
+    if not folder.is_dir():
+        raise AdapterFolderError(
+            f"{label} does not exist or is not a folder: pass the folder the trainer saved the adapter to "
+            "(its output_dir, holding adapter_config.json and adapter_model.safetensors)"
+        )
+    _check_adapter(folder, base_model=base_model, label=label, fix="Train the adapter again.")
+
+
+def stage(trained_dir: Path, adapters_root: Path, *, base_model: str) -> Path:
+    """Copy a checked trainer's output folder into a new temporary folder under
+    ``adapters_root``, with SHA256SUMS, every file and the folder fsynced, and check the copy
+    (the trainer may have changed the folder meanwhile). The folder is removed if anything fails.
+
+    Only the files at the top of ``trained_dir`` are copied: its sub-folders hold trainer
+    state (``checkpoint-*``), not the adapter.
+    """
+    tmp = adapters_root / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        files = sorted(p for p in trained_dir.iterdir() if p.is_file() and p.name != CHECKSUMS_FILE)
+        sums = {source.name: _copy_file(source, tmp / source.name) for source in files}
+        listing = "".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items()))
+        _write_synced(tmp / CHECKSUMS_FILE, listing.encode())
+        _fsync_dir(tmp)
+        _check_adapter(
+            tmp,
+            base_model=base_model,
+            label=f"the copy of {trained_dir}",
+            fix="Was the trainer still writing it? Publish once training has finished.",
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
+def place(staged: Path, final: Path) -> bool:
+    """Rename ``staged`` to ``final`` unless ``final`` exists already (False then), and make
+    the rename durable before anything refers to it; if that fails, ``final`` is removed."""
+    try:
+        os.rename(staged, final)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            return False
+        raise
+    try:
+        _fsync_dir(final.parent)
+    except BaseException:
+        discard(final)
+        raise
+    return True
+
+
+def withdraw(folder: Path) -> Path:
+    """Rename a folder that no row refers to back to a fresh temporary name."""
+    tmp = folder.with_name(f"{TMP_PREFIX}{uuid.uuid4().hex}")
+    os.rename(folder, tmp)
+    return tmp
+
+
+def discard(folder: Path) -> None:
+    """Remove a folder that no row refers to. It is renamed to a temporary name first, so
+    that a crash halfway leaves a ``.tmp-*`` folder (removed later), never a half-deleted
+    ``role@vN``."""
+    try:
+        folder = withdraw(folder)
+    except OSError:
+        pass
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_stale_temporaries(adapters_root: Path) -> None:
+    """Remove the temporary folders that crashed publishes left behind; younger ones may
+    belong to publishes running now in other processes."""
+    now = time.time()
+    for tmp in adapters_root.glob(f"{TMP_PREFIX}*"):
+        try:
+            newest = max([tmp.stat().st_mtime, *(entry.stat().st_mtime for entry in tmp.iterdir())])
+        except OSError:  # removed meanwhile, or not a folder
+            continue
+        if now - newest > STALE_TMP_S:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def highest_version_on_disk(adapters_root: Path, role: str) -> int:
+    """The highest N of the ``role@vN`` folders in ``adapters_root`` (0 if none), registered
+    or not: a folder left by a crash between rename and registration keeps its number."""
+    versions = [0]
+    for entry in adapters_root.iterdir():
+        match = NAME_PATTERN.fullmatch(entry.name)
+        if match and match["role"] == role:
+            versions.append(int(match["version"]))
+    return max(versions)
+
+
+def verify_folder(path: Path, *, base_model: str) -> None:
+    """Check that a published adapter folder is still there and unchanged: every file listed
+    in its SHA256SUMS has that checksum, and it is a LoRA adapter for ``base_model``.
+
+    Raises AdapterFolderError naming the version and how to recover.
+    """
+    match = NAME_PATTERN.fullmatch(path.name)
+    label = f"adapter {path.name}" if match else f"adapter folder {path}"
+    fix = f"Restore {path} from a backup" + (
+        f", or go back to the previous version: `sparring adapters rollback {match['role']}`." if match else "."
+    )
+    if not path.is_dir():
+        raise AdapterFolderError(f"{label}: the folder {path} is missing (deleted or moved after publishing). {fix}")
+    for name, digest in _read_checksums(path, label=label, fix=fix).items():
+        file = path / name
+        if not file.is_file():
+            raise AdapterFolderError(f"{label}: {name} is missing from {path}. {fix}")
+        if _sha256(file) != digest:
+            raise AdapterFolderError(
+                f"{label}: {name} in {path} has changed since publishing (checksum mismatch: "
+                f"truncated, overwritten or corrupted). {fix}"
+            )
+    _check_adapter(path, base_model=base_model, label=label, fix=fix)
+
+
+def _check_adapter(folder: Path, *, base_model: str, label: str, fix: str) -> None:
+    config_file = folder / CONFIG_FILE
+    if not config_file.is_file():
+        raise AdapterFolderError(
+            f"{label} has no {CONFIG_FILE}: expected a PEFT adapter saved with save_pretrained "
+            f"({CONFIG_FILE} and {WEIGHTS_FILE}). {fix}"
+        )
+    try:
+        config = json.loads(config_file.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise AdapterFolderError(f"{label}: {CONFIG_FILE} is not valid JSON ({exc}). {fix}") from exc
+    if not isinstance(config, dict):
+        raise AdapterFolderError(f"{label}: {CONFIG_FILE} is not a JSON object. {fix}")
+    if config.get("peft_type") != "LORA":
+        raise AdapterFolderError(
+            f"{label}: {CONFIG_FILE} has peft_type {config.get('peft_type')!r}, not 'LORA'; the "
+            f"registry holds LoRA adapters. {fix}"
+        )
+    recorded = config.get("base_model_name_or_path")
+    if recorded != base_model:
+        raise AdapterFolderError(
+            f"{label} holds an adapter for the base model {recorded!r} ({CONFIG_FILE}, "
+            f"base_model_name_or_path), not for {base_model!r}; a LoRA adapter only works on the "
+            f"base model it was trained on. Use it with {recorded!r}, or train one on {base_model!r} "
+            "(the trainer records the name the base model was loaded by)."
+        )
+    weights = folder / WEIGHTS_FILE
+    if not weights.is_file():
+        pickled = (folder / PICKLED_WEIGHTS_FILE).is_file()
+        hint = f" (it has {PICKLED_WEIGHTS_FILE}: save with safe_serialization=True)" if pickled else ""
+        raise AdapterFolderError(f"{label} has no {WEIGHTS_FILE}{hint}. {fix}")
+    try:
+        with safe_open(str(weights), framework="numpy") as tensors:
+            count = len(tensors.keys())
+    except (SafetensorError, OSError) as exc:
+        raise AdapterFolderError(
+            f"{label}: {WEIGHTS_FILE} is not a readable safetensors file ({exc}); it may be truncated. {fix}"
+        ) from exc
+    if count == 0:
+        raise AdapterFolderError(f"{label}: {WEIGHTS_FILE} holds no tensors. {fix}")
+
+
+def _read_checksums(folder: Path, *, label: str, fix: str) -> dict[str, str]:
+    try:
+        lines = (folder / CHECKSUMS_FILE).read_text().splitlines()
+    except FileNotFoundError as exc:
+        raise AdapterFolderError(
+            f"{label}: {folder} has no {CHECKSUMS_FILE}, which every published folder has: it was "
+            f"deleted, or the folder was not written by the registry. {fix}"
+        ) from exc
+    sums: dict[str, str] = {}
+    for line in lines:
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64:
+            raise AdapterFolderError(f"{label}: {folder / CHECKSUMS_FILE} is damaged (line {line!r}). {fix}")
+        sums[name] = digest
+    return sums
+
+
+def _copy_file(source: Path, target: Path) -> str:
+    """Copy one file, fsync it and return the SHA-256 of the bytes written."""
+    digest = hashlib.sha256()
+    with source.open("rb") as src, target.open("xb") as dst:
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+            dst.write(chunk)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return digest.hexdigest()
+
+
+def _write_synced(target: Path, data: bytes) -> None:
+    with target.open("xb") as dst:
+        dst.write(data)
+        dst.flush()
+        os.fsync(dst.fileno())
+
+
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with file.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a folder's entries (new files, a rename into it) durable. Windows cannot open a
+    folder for this, and its renames need no such step."""
+    if os.name == "nt":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
