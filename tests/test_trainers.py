@@ -1,0 +1,485 @@
+"""LoRA trainers on a tiny random Llama: each trains only its own role's adapter.
+
+Every training test runs 1-3 optimiser steps on a handful of hand-made rows and checks that
+the trained adapter moved, the base model folder and another role's adapter folder stayed
+byte-identical, the parent folder was only read, and the metrics are finite and recorded in
+``sparring.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_tokenizer
+
+from graphs.policies.models import load_model
+from training.trainers import (
+    AdapterError,
+    AdapterMismatchError,
+    DatasetColumnsError,
+    DPOTrainingConfig,
+    EmptyTrainingDataError,
+    KTOTrainingConfig,
+    LoraSettings,
+    OutputExistsError,
+    PPOTrainingConfig,
+    SFTTrainingConfig,
+    TrainResult,
+    check_parent_adapter,
+    completion_logprobs,
+    read_metadata,
+    train_dpo,
+    train_kto,
+    train_ppo,
+    train_sft,
+)
+from training.trainers.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, METADATA_FILE
+from training.trainers.base_config import REPORT_TARGETS
+from training.trainers.dpo_config import DPO_LOSS_TYPES
+from training.trainers.kto_config import KTO_LOSS_TYPES
+from training.trainers.ppo import policy_terms
+
+ADAPTED = "lora_"
+PROMPT = [{"role": "user", "content": "What is 2 + 3?"}]
+OTHER_PROMPT = [{"role": "user", "content": "Name a colour."}]
+
+
+def answer(text: str) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": text}]
+
+
+SFT_ROWS = [
+    {"messages": PROMPT + answer("5"), "seat": "actor", "reward": 1.0},
+    {"messages": OTHER_PROMPT + answer("Blue."), "seat": "actor", "reward": 1.0},
+]
+DPO_ROWS = [
+    {"prompt": PROMPT, "chosen": answer("5"), "rejected": answer("6"), "seat": "actor"},
+    {"prompt": OTHER_PROMPT, "chosen": answer("Blue."), "rejected": answer("Seven."), "seat": "actor"},
+]
+KTO_ROWS = [
+    {"prompt": PROMPT, "completion": answer("5"), "label": True, "reward": 1.0},
+    {"prompt": PROMPT, "completion": answer("6"), "label": False, "reward": 0.0},
+    {"prompt": OTHER_PROMPT, "completion": answer("Blue."), "label": True, "reward": 1.0},
+    {"prompt": OTHER_PROMPT, "completion": answer("Seven."), "label": False, "reward": 0.0},
+]
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama saved as a model folder (what ``load_model`` gets as the model)."""
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-base"))
+
+
+@pytest.fixture
+def adapters(tmp_path: Path, base_dir: Path) -> Path:
+    """An adapters root holding a "critic" adapter (another role) and an "actor" parent adapter."""
+    root = tmp_path / "adapters"
+    twin = tiny_model(tiny_tokenizer())
+    save_random_lora(twin, root / "critic" / "v1", seed=1)
+    save_random_lora(twin, root / "actor" / "v1", seed=2)
+    return root
+
+
+def small(config_type: type, base_dir: Path, **overrides: object) -> object:
+    settings: dict[str, object] = {
+        "model": str(base_dir),
+        "device": "cpu",
+        "lora": LoraSettings(r=4),
+        "max_steps": 2,
+        "per_device_train_batch_size": 2,
+        "learning_rate": 1e-2,
+        "max_length": 64,
+    }
+    return config_type(**(settings | overrides))
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def assert_trained_alone(
+    result: TrainResult,
+    *,
+    before: dict[Path, dict[str, str]],
+    initial: dict[str, torch.Tensor] | None,
+    kind: str,
+) -> None:
+    """The adapter moved; base, other roles' and parent folders did not; metrics are recorded."""
+    saved = load_file(result.adapter_dir / ADAPTER_WEIGHTS)
+    assert saved and all(ADAPTED in name for name in saved), "only LoRA weights are saved"
+    assert not any(".ref." in name for name in saved), "TRL's frozen reference copy is not saved"
+    if initial is None:  # a fresh adapter starts with lora_B = 0
+        assert any(t.abs().sum() > 0 for name, t in saved.items() if "lora_B" in name)
+    else:
+        assert saved.keys() == initial.keys()
+        assert any(not torch.equal(saved[name], initial[name]) for name in saved)
+    for folder, digest in before.items():
+        assert folder_digest(folder) == digest, f"{folder} changed"
+    metadata = read_metadata(result.adapter_dir)
+    assert metadata is not None and metadata.trainer == kind and metadata.role == "actor"
+    assert metadata.metrics == result.metrics
+    assert all(math.isfinite(value) for value in result.metrics.values())
+    assert result.metrics["steps"] >= 1 and "loss" in result.metrics and "runtime_s" in result.metrics
+    assert result.log_history and all(math.isfinite(v) for entry in result.log_history for v in entry.values())
+
+
+def snapshot(*folders: Path) -> dict[Path, dict[str, str]]:
+    return {folder: folder_digest(folder) for folder in folders}
+
+
+@pytest.mark.parametrize("from_parent", [False, True], ids=["fresh", "parent"])
+def test_sft_trains_only_its_adapter_and_reports_progress(
+    tmp_path: Path, base_dir: Path, adapters: Path, from_parent: bool
+) -> None:
+    parent = adapters / "actor" / "v1" if from_parent else None
+    initial = load_file(parent / ADAPTER_WEIGHTS) if parent else None
+    before = snapshot(base_dir, adapters / "critic", adapters / "actor" / "v1")
+    calls: list[tuple[int, int]] = []
+    result = train_sft(
+        SFT_ROWS,
+        small(SFTTrainingConfig, base_dir),
+        role="actor",
+        output_dir=adapters / "actor" / "v2",
+        cache_dir=tmp_path / "cache",
+        parent_adapter=parent,
+        dataset_snapshot_id=7,
+        progress=lambda step, total: calls.append((step, total)),
+    )
+    assert_trained_alone(result, before=before, initial=initial, kind="sft")
+    assert calls[0] == (0, 2) and calls[-1] == (2, 2)
+    metadata = read_metadata(result.adapter_dir)
+    assert metadata is not None
+    assert metadata.dataset_snapshot_id == 7
+    assert metadata.parent_adapter == (str(parent.resolve()) if parent else None)
+    assert metadata.base_model == str(base_dir) and metadata.config["lora"]["r"] == 4
+    adapter_config = json.loads((result.adapter_dir / ADAPTER_CONFIG).read_text())
+    assert adapter_config["base_model_name_or_path"] == str(base_dir)  # the configured name, for the registry
+    assert sorted(p.name for p in result.adapter_dir.iterdir() if not p.name.startswith("README")) == [
+        ADAPTER_CONFIG,
+        ADAPTER_WEIGHTS,
+        METADATA_FILE,
+    ]
+    assert [p.name for p in (adapters / "actor").iterdir() if p.name.startswith(".")] == []  # no staging left
+
+
+@pytest.mark.parametrize(("rpo_alpha", "from_parent"), [(None, False), (1.0, True)], ids=["dpo-fresh", "rpo-parent"])
+def test_dpo_trains_only_its_adapter(
+    tmp_path: Path, base_dir: Path, adapters: Path, rpo_alpha: float | None, from_parent: bool
+) -> None:
+    parent = adapters / "actor" / "v1" if from_parent else None
+    initial = load_file(parent / ADAPTER_WEIGHTS) if parent else None
+    before = snapshot(base_dir, adapters / "critic", adapters / "actor" / "v1")
+    result = train_dpo(
+        DPO_ROWS,
+        small(DPOTrainingConfig, base_dir, rpo_alpha=rpo_alpha),
+        role="actor",
+        output_dir=adapters / "actor" / "v2",
+        cache_dir=tmp_path / "cache",
+        parent_adapter=parent,
+    )
+    assert_trained_alone(result, before=before, initial=initial, kind="dpo")
+    assert "rewards/accuracies" in result.metrics and "rewards/margins" in result.metrics
+    # the reference is the starting policy (the parent, or the base for a fresh adapter): no margin at step 1
+    assert result.log_history[0]["rewards/margins"] == pytest.approx(0.0, abs=1e-4)
+    metadata = read_metadata(result.adapter_dir)
+    assert metadata is not None and metadata.config["rpo_alpha"] == rpo_alpha
+
+
+def test_kto_trains_from_parent(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
+    parent = adapters / "actor" / "v1"
+    initial = load_file(parent / ADAPTER_WEIGHTS)
+    before = snapshot(base_dir, adapters / "critic", parent)
+    result = train_kto(
+        KTO_ROWS,
+        small(KTOTrainingConfig, base_dir, max_steps=1, per_device_train_batch_size=4),
+        role="actor",
+        output_dir=adapters / "actor" / "v2",
+        cache_dir=tmp_path / "cache",
+        parent_adapter=parent,
+    )
+    assert_trained_alone(result, before=before, initial=initial, kind="kto")
+    assert "kl" in result.metrics
+
+
+def ppo_rows(model_dir: Path, parent: Path, advantages: list[float]) -> list[dict[str, object]]:
+    """Two logged samples whose behaviour logprobs are the parent policy's own."""
+    tokenizer = tiny_tokenizer()
+    policy = parent_policy(model_dir, parent)
+    rows = []
+    for (prompt, completion), advantage in zip(
+        [("What is 2 + 3?", " 5, I think"), ("Name a colour.", " Blue")], advantages, strict=True
+    ):
+        prompt_ids = tokenizer(prompt)["input_ids"]
+        completion_ids = tokenizer(completion)["input_ids"]
+        rows.append(
+            {
+                "prompt": [{"role": "user", "content": prompt}],
+                "completion": answer(completion),
+                "prompt_token_ids": prompt_ids,
+                "completion_token_ids": completion_ids,
+                "behaviour_logprobs": completion_logprobs(policy, prompt_ids, completion_ids),
+                "reward": advantage,
+                "advantage": advantage,
+                "turn_id": f"t{len(rows)}",
+            }
+        )
+    return rows
+
+
+def parent_policy(model_dir: Path, adapter: Path) -> torch.nn.Module:
+    from peft import PeftModel
+
+    model, _ = load_model(str(model_dir), cache_dir=model_dir, device="cpu")
+    return PeftModel.from_pretrained(model, str(adapter)).eval()
+
+
+def test_ppo_positive_advantage_raises_the_completion_logprob(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
+    parent = adapters / "actor" / "v1"
+    initial = load_file(parent / ADAPTER_WEIGHTS)
+    rows = ppo_rows(base_dir, parent, advantages=[1.0, 0.0])
+    before = snapshot(base_dir, adapters / "critic", parent)
+    result = train_ppo(
+        rows,
+        small(PPOTrainingConfig, base_dir, max_steps=3, learning_rate=1e-3),
+        role="actor",
+        output_dir=adapters / "actor" / "v2",
+        cache_dir=tmp_path / "cache",
+        parent_adapter=parent,
+    )
+    assert_trained_alone(result, before=before, initial=initial, kind="ppo")
+    assert {"ratio_mean", "clip_fraction", "kl", "pg_loss"} <= result.metrics.keys()
+    assert result.log_history[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # behaviour = the parent policy
+    trained = parent_policy(base_dir, result.adapter_dir)
+    row = rows[0]
+    after = sum(completion_logprobs(trained, row["prompt_token_ids"], row["completion_token_ids"]))
+    assert after > sum(row["behaviour_logprobs"]) + 0.1
+
+
+def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
+    parent = adapters / "actor" / "v1"
+    rows = ppo_rows(base_dir, parent, advantages=[0.0, 0.0])
+    result = train_ppo(
+        rows,
+        small(
+            PPOTrainingConfig,
+            base_dir,
+            kl_coef=0.0,
+            max_steps=2,
+            gradient_accumulation_steps=2,
+            per_device_train_batch_size=1,
+        ),
+        role="actor",
+        output_dir=tmp_path / "out",
+        cache_dir=tmp_path / "cache",
+        parent_adapter=parent,
+    )
+    saved, initial = load_file(result.adapter_dir / ADAPTER_WEIGHTS), load_file(parent / ADAPTER_WEIGHTS)
+    assert saved.keys() == initial.keys()
+    assert all(torch.equal(saved[name], initial[name]) for name in saved)
+    assert result.metrics["loss"] == 0.0 and result.metrics["grad_norm"] == 0.0
+
+
+def test_policy_terms_clip_the_ratio_and_k3_vanishes_at_the_base() -> None:
+    new = torch.tensor([[0.0, math.log(2.0)]])
+    behaviour = torch.zeros((1, 2))
+    pg, kl, ratio = policy_terms(new, behaviour, base=new.clone(), advantages=torch.tensor([1.0]), clip_eps=0.2)
+    assert ratio[0].tolist() == pytest.approx([1.0, 2.0])
+    assert pg[0].tolist() == pytest.approx([-1.0, -1.2])  # the clipped term wins for a large ratio
+    assert kl[0].tolist() == pytest.approx([0.0, 0.0])
+    pg, kl, _ = policy_terms(new, behaviour, base=behaviour, advantages=torch.tensor([-1.0]), clip_eps=0.2)
+    assert pg[0].tolist() == pytest.approx([1.0, 2.0])  # negative advantage: the unclipped, larger loss
+    assert kl[0, 1].item() == pytest.approx(0.5 - math.log(0.5) - 1)
+
+
+def test_ppo_rejects_logprobs_of_another_length_before_loading(tmp_path: Path) -> None:
+    row = {
+        "prompt_token_ids": [1, 2],
+        "completion_token_ids": [3, 4, 5],
+        "behaviour_logprobs": [-1.0, -1.0],
+        "advantage": 1.0,
+        "turn_id": "t9",
+    }
+    config = PPOTrainingConfig(model=str(tmp_path / "no-such-model"))
+    with pytest.raises(DatasetColumnsError, match=r"row 0 \(turn t9\) has 2 behaviour logprobs for 3 completion"):
+        train_ppo([row], config, role="actor", output_dir=tmp_path / "out", cache_dir=tmp_path)
+    assert not (tmp_path / "out").exists()
+
+
+TRAINERS: list[tuple[Callable[..., TrainResult], type]] = [
+    (train_sft, SFTTrainingConfig),
+    (train_dpo, DPOTrainingConfig),
+    (train_kto, KTOTrainingConfig),
+    (train_ppo, PPOTrainingConfig),
+]
+
+
+@pytest.mark.parametrize(("train", "config_type"), TRAINERS, ids=["sft", "dpo", "kto", "ppo"])
+def test_empty_dataset_is_refused_before_the_model_loads(
+    tmp_path: Path, train: Callable[..., TrainResult], config_type: type
+) -> None:
+    config = config_type(model=str(tmp_path / "no-such-model"))  # loading it would raise ModelLoadError
+    with pytest.raises(EmptyTrainingDataError, match="no rows"):
+        train([], config, role="actor", output_dir=tmp_path / "out", cache_dir=tmp_path)
+
+
+def test_missing_columns_are_named(tmp_path: Path) -> None:
+    with pytest.raises(
+        DatasetColumnsError, match=r"needs the columns \{prompt, chosen, rejected\}.*with the dpo builder"
+    ):
+        train_dpo(SFT_ROWS, role="actor", output_dir=tmp_path / "out", cache_dir=tmp_path)
+
+
+def test_output_folder_is_never_overwritten(tmp_path: Path, base_dir: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("x")
+    with pytest.raises(OutputExistsError, match="never overwritten"):
+        train_sft(
+            SFT_ROWS, small(SFTTrainingConfig, base_dir), role="actor", output_dir=tmp_path / "out", cache_dir=tmp_path
+        )
+
+
+@pytest.mark.parametrize(
+    ("damage", "error", "message"),
+    [
+        (lambda d: (d / ADAPTER_CONFIG).unlink(), AdapterError, "has no adapter_config.json"),
+        (lambda d: (d / ADAPTER_CONFIG).write_text("{not json"), AdapterError, "not valid JSON"),
+        (
+            lambda d: (d / ADAPTER_WEIGHTS).write_bytes((d / ADAPTER_WEIGHTS).read_bytes()[:200]),
+            AdapterError,
+            "damaged .*truncated",
+        ),
+        (lambda d: (d / ADAPTER_WEIGHTS).unlink(), AdapterError, "has no adapter_model.safetensors"),
+        (lambda d: _set_base(d, "someone/other-model"), AdapterMismatchError, "built for base model 'someone/other"),
+    ],
+    ids=["no-config", "bad-json", "truncated", "no-weights", "other-base"],
+)
+def test_damaged_or_foreign_parent_adapter_is_refused(
+    tmp_path: Path, base_dir: Path, adapters: Path, damage: Callable[[Path], None], error: type, message: str
+) -> None:
+    parent = adapters / "actor" / "v1"
+    damage(parent)
+    with pytest.raises(error, match=message):
+        check_parent_adapter(parent, model=str(base_dir), role="actor", cache_dir=tmp_path)
+    with pytest.raises(error, match=message):  # the trainers check it before loading the model
+        train_sft(
+            SFT_ROWS,
+            small(SFTTrainingConfig, base_dir),
+            role="actor",
+            output_dir=tmp_path / "out",
+            cache_dir=tmp_path,
+            parent_adapter=parent,
+        )
+    assert not (tmp_path / "out").exists()
+
+
+def _set_base(folder: Path, base: str) -> None:
+    config = json.loads((folder / ADAPTER_CONFIG).read_text())
+    (folder / ADAPTER_CONFIG).write_text(json.dumps(config | {"base_model_name_or_path": base}))
+
+
+def test_parent_of_another_role_or_base_per_sparring_json_is_refused(
+    tmp_path: Path, base_dir: Path, adapters: Path
+) -> None:
+    parent = adapters / "critic" / "v1"
+    metadata = {
+        "role": "critic",
+        "trainer": "sft",
+        "base_model": str(base_dir.resolve()),
+        "parent_adapter": None,
+        "config": {},
+        "metrics": {},
+        "dataset_snapshot_id": None,
+        "created_at": "2026-01-01T00:00:00+00:00",
+    }
+    (parent / METADATA_FILE).write_text(json.dumps(metadata))
+    check_parent_adapter(parent, model=str(base_dir), role="critic", cache_dir=tmp_path)
+    with pytest.raises(AdapterMismatchError, match=r"belongs to role 'critic', not 'actor'"):
+        check_parent_adapter(parent, model=str(base_dir), role="actor", cache_dir=tmp_path)
+    with pytest.raises(AdapterMismatchError, match=r"trained on base model .* not 'bundled'"):
+        check_parent_adapter(parent, model="bundled", role="critic", cache_dir=tmp_path)
+    (parent / METADATA_FILE).write_text("{oops")
+    with pytest.raises(AdapterError, match=r"sparring\.json is unreadable"):
+        check_parent_adapter(parent, model=str(base_dir), role="critic", cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("config_type", "fields", "message"),
+    [
+        (DPOTrainingConfig, {"rpo_alpha": -0.5}, "rpo_alpha must be >= 0"),
+        (DPOTrainingConfig, {"learning_rate": 0.0}, "learning_rate must be a positive number"),
+        (DPOTrainingConfig, {"per_device_train_batch_size": 0}, "raise gradient_accumulation_steps"),
+        (DPOTrainingConfig, {"loss_type": "dpo"}, "not a DPO loss of TRL; use one of sigmoid"),
+        (DPOTrainingConfig, {"loss_type": "sft", "rpo_alpha": 1.0}, "second time: set rpo_alpha to None"),
+        (DPOTrainingConfig, {"loss_type": "exo_pair"}, "needs label_smoothing > 0"),
+        (DPOTrainingConfig, {"label_smoothing": 0.1}, "no effect with loss_type 'sigmoid'"),
+        (DPOTrainingConfig, {"beta": 0.0}, "beta must be > 0"),
+        (KTOTrainingConfig, {"per_device_train_batch_size": 1}, "kto needs per_device_train_batch_size >= 2"),
+        (KTOTrainingConfig, {"loss_type": "sigmoid"}, "not a KTO loss"),
+        (KTOTrainingConfig, {"desirable_weight": 0.0}, "must be > 0"),
+        (SFTTrainingConfig, {"num_train_epochs": 0}, "set max_steps instead"),
+        (SFTTrainingConfig, {"max_steps": 0}, "max_steps must be -1"),
+        (SFTTrainingConfig, {"device": "gpu"}, "use auto, cpu, cuda"),
+        (SFTTrainingConfig, {"device": "cuda:1"}, "CUDA_VISIBLE_DEVICES=1"),
+        (SFTTrainingConfig, {"report_to": "tensorbored"}, "names no known tracker"),
+        (SFTTrainingConfig, {"report_to": ["none", "wandb"]}, 'mixes "none"'),
+        (SFTTrainingConfig, {"max_length": 1}, "max_length must be >= 2"),
+        (PPOTrainingConfig, {"clip_eps": 0.0}, "clip_eps must be in"),
+        (PPOTrainingConfig, {"kl_coef": -0.1}, "kl_coef must be >= 0"),
+        (PPOTrainingConfig, {"gradient_accumulation_steps": 0}, "gradient_accumulation_steps must be >= 1"),
+    ],
+)
+def test_config_validation_says_how_to_fix(config_type: type, fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        config_type(**fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"r": 0}, "lora.r must be >= 1"),
+        ({"dropout": 1.0}, r"lora.dropout must be in \[0, 1\)"),
+        ({"target_modules": ["q_proj", "lm_head"]}, "must not include lm_head"),
+        ({"target_modules": []}, "target_modules is empty"),
+    ],
+)
+def test_lora_settings_validation(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LoraSettings(**fields)
+
+
+def test_every_config_field_has_help() -> None:
+    for config_type in (SFTTrainingConfig, DPOTrainingConfig, KTOTrainingConfig, PPOTrainingConfig, LoraSettings):
+        missing = [f.name for f in dataclasses.fields(config_type) if not f.metadata.get("help")]
+        assert not missing, f"{config_type.__name__} fields without help: {missing}"
+
+
+def test_configs_round_trip_through_their_dict() -> None:
+    config = DPOTrainingConfig(lora=LoraSettings(target_modules=["q_proj", "v_proj"]), rpo_alpha=0.5)
+    data = json.loads(json.dumps(config.to_dict()))
+    assert DPOTrainingConfig(**data) == config
+
+
+def test_choices_match_the_installed_trl_and_transformers() -> None:
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+    from trl import DPOConfig, KTOConfig
+
+    dpo_help = {f.name: f for f in dataclasses.fields(DPOConfig)}["loss_type"].metadata["help"]
+    assert all(f"'{name}'" in dpo_help for name in DPO_LOSS_TYPES)
+    assert list(KTO_LOSS_TYPES) == {f.name: f for f in dataclasses.fields(KTOConfig)}["loss_type"].metadata["choices"]
+    assert set(REPORT_TARGETS) - {"none", "all"} == set(INTEGRATION_TO_CALLBACK)
+    # rpo_alpha maps to TRL's loss combination, which DPOConfig accepts
+    arguments = DPOTrainingConfig(rpo_alpha=0.5).trl_arguments(output_dir="unused", bf16=False, use_cpu=True)
+    trl_config = DPOConfig(**arguments)
+    assert (trl_config.loss_type, trl_config.loss_weights) == (["sigmoid", "sft"], [1.0, 0.5])

@@ -1,0 +1,123 @@
+"""LoRA settings, loading the base model for training, and starting the adapter to train.
+
+Every trainer trains exactly one LoRA adapter (named ``default`` inside PEFT) on a frozen
+base model: either a fresh adapter shaped by ``LoraSettings``, or a copy of a parent
+adapter read from its folder (``PeftModel.from_pretrained(..., is_trainable=True)``), which
+keeps the parent's own shape. Only ``lora_`` parameters are trainable, so training one
+role's adapter can change no other weights; the parent folder is only read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from graphs.policies.models import load_model, resolve_device
+from training.trainers.errors import AdapterMismatchError
+
+if TYPE_CHECKING:
+    from peft import LoraConfig, PeftModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+LORA_PARAMETER_MARK = "lora_"
+"""Every trainable parameter's name holds this (PEFT names them ``...lora_A.default.weight``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoraSettings:
+    """The shape of a fresh LoRA adapter (ignored when continuing a parent adapter, which
+    keeps the shape it was trained with)."""
+
+    r: int = field(default=16, metadata={"help": "Rank of the low-rank update matrices."})
+    alpha: float = field(default=32.0, metadata={"help": "Scaling numerator: the update is multiplied by alpha / r."})
+    dropout: float = field(
+        default=0.05,
+        metadata={
+            "help": "Dropout on the LoRA input, in [0, 1). TRL's DPO and KTO trainers and the PPO update "
+            "turn dropout off (so that policy and reference log-probabilities are comparable); it acts in SFT."
+        },
+    )
+    target_modules: str | tuple[str, ...] = field(
+        default="all-linear",
+        metadata={
+            "help": 'Modules to adapt: "all-linear" (every linear layer but the output head) or a list of '
+            'module names such as ["q_proj", "v_proj"].'
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.target_modules, list):
+            object.__setattr__(self, "target_modules", tuple(self.target_modules))
+        if self.r < 1:
+            raise ValueError(f"lora.r must be >= 1 (the adapter's rank), got {self.r}; 8 to 64 is usual.")
+        if self.alpha <= 0:
+            raise ValueError(f"lora.alpha must be > 0, got {self.alpha}; twice r is a common choice.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"lora.dropout must be in [0, 1), got {self.dropout}; use 0.0 to turn it off.")
+        if not self.target_modules:
+            raise ValueError('lora.target_modules is empty: use "all-linear" or name the modules to adapt.')
+        if "lm_head" in self.target_modules:
+            raise ValueError(
+                "lora.target_modules must not include lm_head: TRL's DPO and KTO trainers compute "
+                "log-probabilities from lm_head.weight directly, so an adapter there is never trained. "
+                'Use "all-linear", which leaves the output head out.'
+            )
+
+    def to_peft(self) -> LoraConfig:
+        """The PEFT ``LoraConfig`` of a fresh adapter for a causal language model."""
+        from peft import LoraConfig
+
+        modules = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=modules,
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+
+
+def load_base_model(model: str, *, cache_dir: Path, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The base model to train on: float32 on CPU, bfloat16 on CUDA (``load_model``'s "auto")."""
+    return load_model(model, cache_dir=cache_dir, device=device)
+
+
+def uses_cpu(device: str) -> bool:
+    """Whether a configured device (auto, cpu, cuda, cuda:N, mps) resolves to the CPU."""
+    return resolve_device(device).type == "cpu"
+
+
+def attach_adapter(model: PreTrainedModel, lora: LoraSettings, parent: Path | None) -> PeftModel:
+    """Wrap ``model`` with the one adapter to train: fresh, or a trainable copy of ``parent``.
+
+    ``parent`` must have passed ``check_parent_adapter``. Its shapes are checked again by
+    PEFT; a mismatch (an adapter of another architecture) becomes ``AdapterMismatchError``.
+    """
+    from peft import PeftModel, get_peft_model
+
+    if parent is None:
+        peft_model = get_peft_model(model, lora.to_peft())
+    else:
+        try:
+            peft_model = PeftModel.from_pretrained(model, parent, is_trainable=True)
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise AdapterMismatchError(
+                f"The parent adapter in {parent} does not fit the base model: {exc}. Continue from an "
+                f"adapter trained on this base model, or start a fresh adapter (no parent)."
+            ) from exc
+    require_frozen_base(peft_model)
+    return peft_model
+
+
+def require_frozen_base(model: torch.nn.Module) -> None:
+    """Raise if any trainable parameter is not a LoRA parameter (the base must stay frozen)."""
+    stray = [name for name, p in model.named_parameters() if p.requires_grad and LORA_PARAMETER_MARK not in name]
+    if stray:
+        raise RuntimeError(
+            f"Parameters outside the LoRA adapter are trainable ({', '.join(stray[:3])}...): training would "
+            f"change the base model that every role shares. Freeze them before training."
+        )

@@ -1,0 +1,23 @@
+"""Settings of supervised fine-tuning (``train_sft``), passed to TRL's ``SFTConfig``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from training.trainers.base_config import TRLTrainingConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class SFTTrainingConfig(TRLTrainingConfig):
+    """SFT on the rows of the SFT builder (rejection sampling).
+
+    The loss covers what TRL's format rules say: the completion only for
+    ``{"prompt", "completion"}`` rows, the whole conversation for ``{"messages"}`` rows (the
+    bundled chat template has no ``{% generation %}`` markers, so TRL's
+    ``assistant_only_loss`` is not offered).
+    """
+
+    learning_rate: float = field(
+        default=2e-4,
+        metadata={"help": "Peak learning rate of AdamW on the LoRA parameters (2e-4 improved the bundled model)."},
+    )

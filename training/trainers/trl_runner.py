@@ -1,0 +1,107 @@
+"""The run shared by the TRL trainers (SFT, DPO, KTO), configured through TRL's public API only.
+
+1. check the output folder and the parent adapter (before the model is loaded);
+2. load the base model; start a fresh adapter (TRL's ``peft_config``) or pass a trainable
+   copy of the parent adapter (a ``PeftModel``; DPO and KTO then use a frozen copy of it,
+   their "ref" adapter, as the reference policy);
+3. build TRL's trainer with our ``ProgressCallback``, train, collect metrics from
+   ``log_history``;
+4. write the ``default`` adapter and ``sparring.json`` to a staging folder, rename it into place.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import PrinterCallback, TrainerCallback, TrainingArguments, set_seed
+
+from training.trainers.adapters import AdapterMetadata, discard, prepare_run, staging_dir, write_adapter
+from training.trainers.base_config import TRLTrainingConfig
+from training.trainers.errors import TrainingDivergedError
+from training.trainers.lora import attach_adapter, load_base_model, require_frozen_base, uses_cpu
+from training.trainers.progress import ProgressCallback, ProgressFn
+from training.trainers.result import TrainResult
+
+
+def train_with_trl(
+    *,
+    kind: str,
+    trainer_cls: type,
+    args_cls: type[TrainingArguments],
+    dataset: Dataset,
+    config: TRLTrainingConfig,
+    role: str,
+    output_dir: Path,
+    cache_dir: Path,
+    parent_adapter: Path | None,
+    dataset_snapshot_id: int | None,
+    progress: ProgressFn | None,
+) -> TrainResult:
+    """Train one adapter with ``trainer_cls`` (a TRL trainer) configured by ``args_cls`` (its config class)."""
+    output_dir = prepare_run(
+        role=role, output_dir=output_dir, parent_adapter=parent_adapter, model=config.model, cache_dir=cache_dir
+    )
+    set_seed(config.seed)
+    model, tokenizer = load_base_model(config.model, cache_dir=cache_dir, device=config.device)
+    peft_config = None
+    if parent_adapter is None:
+        peft_config = config.lora.to_peft()
+    else:
+        model = attach_adapter(model, config.lora, parent_adapter)
+    callbacks: list[TrainerCallback] = [ProgressCallback(progress)] if progress is not None else []
+    staging = staging_dir(output_dir)
+    try:
+        args = args_cls(
+            **config.trl_arguments(
+                output_dir=str(staging), bf16=model.dtype == torch.bfloat16, use_cpu=uses_cpu(config.device)
+            )
+        )
+        trainer = trainer_cls(
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=callbacks,
+        )
+        trainer.remove_callback(PrinterCallback)  # it prints every log entry; progress goes to the callback
+        require_frozen_base(trainer.model)
+        output = trainer.train()
+        log_history = [_numeric(entry) for entry in trainer.state.log_history]
+        metrics = _final_metrics(log_history, output.training_loss, output.global_step, output.metrics)
+        if not math.isfinite(metrics["train_loss"]):
+            raise TrainingDivergedError(
+                f"The {kind} loss became {metrics['train_loss']} (diverged); no adapter was written. Lower "
+                f"learning_rate (now {config.learning_rate}) or max_grad_norm and train again."
+            )
+        metadata = AdapterMetadata.new(
+            role=role,
+            trainer=kind,
+            config=config,
+            metrics=metrics,
+            parent_adapter=parent_adapter,
+            dataset_snapshot_id=dataset_snapshot_id,
+        )
+        write_adapter(trainer.model, staging, output_dir, metadata)
+    except BaseException:
+        discard(staging)
+        raise
+    return TrainResult(adapter_dir=output_dir, metrics=metrics, log_history=log_history)
+
+
+def _numeric(entry: dict[str, Any]) -> dict[str, float]:
+    return {key: float(value) for key, value in entry.items() if isinstance(value, int | float)}
+
+
+def _final_metrics(
+    log_history: list[dict[str, float]], train_loss: float, steps: int, summary: dict[str, Any]
+) -> dict[str, float]:
+    """The last logged training entry, plus the run's mean loss, step count and runtime."""
+    last = next((entry for entry in reversed(log_history) if "loss" in entry), {"loss": train_loss})
+    metrics = {key: value for key, value in last.items() if key != "step"}
+    metrics.update(train_loss=float(train_loss), steps=float(steps), runtime_s=float(summary["train_runtime"]))
+    return metrics
