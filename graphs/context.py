@@ -92,6 +92,12 @@ class EpisodeContext:
             raise
         except Exception as exc:  # a backend bug is still a model-boundary failure
             raise BackendError(f"{type(exc).__name__}: {exc}") from exc
+        expected = policy.adapter or policy.backend.model_name
+        if result.served_by != expected:
+            raise BackendError(
+                f"{seat} asked for {expected!r} but the backend served {result.served_by!r}; "
+                "the backend's loaded adapters do not match the registry (redeploy with `sparring deploy`)"
+            )
         self.completion_tokens += len(result.completion_token_ids)
         parsed = parse(result.text) if parse else None
         turn = Turn(uuid.uuid4().hex, seat, index, result.text, parsed, result)

@@ -124,7 +124,7 @@ async def play_episode(
 async def play(
     game: GameSpec,
     tasks: Sequence[Task],
-    policies: Mapping[str, Policy],
+    policies: Mapping[str, Policy] | Callable[[], Mapping[str, Policy]],
     sink: RecordSink,
     *,
     concurrency: int,
@@ -134,10 +134,15 @@ async def play(
     timeout_s: float | None = None,
     on_episode: Callable[[EpisodeSummary], None] | None = None,
 ) -> PlayReport:
-    """Play one episode per task, at most ``concurrency`` at a time."""
+    """Play one episode per task, at most ``concurrency`` at a time.
+
+    ``policies`` may be a function: it is called as each episode starts, so a deploy during
+    the run changes the policies of new episodes while running ones keep theirs.
+    """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    missing = [s.name for s in game.seats if s.kind != "judge" and s.name not in policies]
+    current = policies if callable(policies) else lambda: policies
+    missing = [s.name for s in game.seats if s.kind != "judge" and s.name not in current()]
     if missing:
         raise ValueError(f"game {game.name!r} needs a policy for seat(s) {', '.join(missing)}")
     graph = game.build()
@@ -147,7 +152,7 @@ async def play(
     async def one(i: int, task: Task) -> EpisodeSummary:
         async with gate:
             summary = await play_episode(
-                game, graph, task, policies, sink,
+                game, graph, task, current(), sink,
                 seed=seed + i, options=options, run_id=run_id, timeout_s=timeout_s,
             )
         if on_episode:

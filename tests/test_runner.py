@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 import uuid
@@ -119,3 +120,24 @@ def test_interrupted_run_keeps_finished_episodes_and_fails_running_ones(store_ur
     counts = {s: list_episodes(engine, EpisodeFilter(run_id=run_id, status=s)).total
               for s in ("succeeded", "failed", "running")}
     assert counts == {"succeeded": 1, "failed": 5, "running": 0} and aborted == 5
+
+
+def test_turn_served_by_another_adapter_fails_the_episode(tmp_path):
+    """A backend that serves a different adapter than the policy asked for is an error, never silent."""
+    engine = open_store(f"sqlite:///{tmp_path / 'm.db'}")
+    tasks = load_tasks("arithmetic:1", n=2, seed=0, split="train")
+
+    class StaleServer(ScriptedBackend):
+        async def generate(self, request):
+            result = await super().generate(request)
+            return dataclasses.replace(result, served_by="actor@v1")
+
+    stale = StaleServer(BOTS["calculator"], bot_name="calculator")
+    asyncio.run(stale.load_adapter("actor@v2", "/adapters/actor@v2"))
+    policies = {"actor": Policy(stale, adapter="actor@v2"), "critic": Policy(scripted_bot("always-correct"))}
+    with Recorder(engine) as recorder:
+        run_id = _run(recorder)
+        report = asyncio.run(play(GAME, tasks, policies, recorder, concurrency=2, seed=0, run_id=run_id))
+    assert [e.status for e in report.episodes] == [EpisodeStatus.FAILED] * 2
+    assert "asked for 'actor@v2' but the backend served 'actor@v1'" in report.episodes[0].error
+    assert report.episodes[0].error_stage == "actor turn 0"
