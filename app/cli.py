@@ -27,6 +27,10 @@ app = typer.Typer(
 )
 episodes_app = typer.Typer(help="Query logged episodes.", no_args_is_help=True)
 app.add_typer(episodes_app, name="episodes")
+datasets_app = typer.Typer(help="Build training datasets from the logs.", no_args_is_help=True)
+app.add_typer(datasets_app, name="datasets")
+adapters_app = typer.Typer(help="The adapter registry: versions, lineage, promote and rollback.", no_args_is_help=True)
+app.add_typer(adapters_app, name="adapters")
 
 err = Console(stderr=True)
 out = Console()
@@ -86,7 +90,9 @@ def play(
     tasks: Annotated[
         str, typer.Option(help="Task source: 'arithmetic', 'arithmetic:1-3', a GSM8K/MATH .jsonl file, or 'hf:ID'.")
     ] = "arithmetic",
-    split: Annotated[str, typer.Option(help="Split of the built-in generator: train or heldout.")] = "train",
+    split: Annotated[
+        str, typer.Option(help="train or heldout: the generator's split, or the label of a task file's tasks.")
+    ] = "train",
     samples: Annotated[int, typer.Option(min=1, help="Episodes per task (several samples of one task).")] = 1,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0 = greedy).")] = 0.7,
@@ -143,7 +149,7 @@ def play(
         host=socket.gethostname(),
         pid=os.getpid(),
     )
-    factory = PolicyFactory(settings, sampling)
+    factory = PolicyFactory(settings, sampling, engine)
     with Recorder(engine) as recorder:
         recorder.start_run(run)
         progress = Progress(
@@ -155,7 +161,7 @@ def play(
         async def main():
             try:
                 with err.status("loading models…"):
-                    policies = factory.policies(seat_specs)
+                    policies = await factory.policies(seat_specs)
                 with progress:
                     bar = progress.add_task("play", total=len(task_list), ok=0, bad=0)
                     counts = {"ok": 0, "bad": 0}
@@ -368,6 +374,224 @@ def export(
     with err.status(f"exporting {level} to {path}…"):
         count = export_rows(engine, flt, path, fmt=suffix[1:], level=level)
     err.print(f"wrote {count} {level} to {path}")
+
+
+def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, split: str | None):
+    from training.datasets import EmptyDatasetError, LogFilter, build_snapshot
+
+    try:
+        with err.status(f"building {kind} rows for {role} from {game} logs…"):
+            return build_snapshot(
+                engine, kind, role, game=game, base_model=settings.model, out_dir=settings.data_dir / "datasets",
+                since=None if since == "all" else "latest", log_filter=LogFilter(split=split), seed=settings.seed,
+            )
+    except EmptyDatasetError as exc:
+        fail(str(exc))
+
+
+@datasets_app.command("build")
+def datasets_build(
+    kind: Annotated[str, typer.Argument(help="dpo, kto, ppo, sft or reward.")],
+    role: Annotated[str, typer.Option(help="The learner role (seat) the rows train.")],
+    game: Annotated[str, typer.Option(help="Game whose logs are read.")] = "math-reflection",
+    since: Annotated[str, typer.Option(help="'latest': only what is newer than the last snapshot; 'all'.")] = "latest",
+    split: Annotated[str | None, typer.Option(help="Only episodes of this task split.")] = "train",
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Build a dataset snapshot (TRL conversational JSONL) for one role from the logs.
+
+    Examples:
+
+    * `sparring datasets build sft --role actor`
+    * `sparring datasets build dpo --role critic --since all --format json`
+    """
+    if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
+        fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
+    if since not in ("latest", "all"):
+        fail(f"--since {since!r}: use 'latest' or 'all'")
+    settings = settings_or_exit(database_url=db)
+    snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, split)
+    row = {"snapshot": snapshot.id, "kind": str(snapshot.kind), "role": role, "rows": snapshot.row_count,
+           "episodes_read": snapshot.episodes_read, "skipped": snapshot.skipped, "path": str(snapshot.path)}
+    emit([row], fmt, title="dataset snapshot")
+
+
+@app.command()
+def train(
+    kind: Annotated[str, typer.Argument(help="Trainer: sft, dpo, kto or ppo.")],
+    role: Annotated[str, typer.Option(help="The learner role whose adapter is trained.")],
+    dataset: Annotated[int | None, typer.Option(help="Snapshot id; default: build one from new logs.")] = None,
+    game: Annotated[str, typer.Option(help="Game whose logs are read when building.")] = "math-reflection",
+    learning_rate: Annotated[float | None, typer.Option(help="Default: the trainer's.")] = None,
+    epochs: Annotated[float | None, typer.Option(help="Passes over the dataset.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Stop after this many optimiser steps.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Rows per device per step.")] = None,
+    beta: Annotated[float | None, typer.Option(help="dpo/kto: strength of the tie to the reference.")] = None,
+    rpo_alpha: Annotated[float | None, typer.Option(help="dpo: weight of an NLL term on the chosen side.")] = None,
+    report_to: Annotated[str | None, typer.Option(help="sft/dpo/kto: tensorboard, mlflow, wandb… (default none).")] = None,
+    fresh: Annotated[bool, typer.Option(help="Start a new adapter instead of continuing the active one.")] = False,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Train a LoRA adapter for one role and publish it as a candidate version.
+
+    The adapter continues from the role's active version unless `--fresh`. Promote it with
+    `sparring adapters promote ROLE@vN`.
+
+    Examples:
+
+    * `sparring train sft --role actor`
+    * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
+    * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
+    """
+    from training.jobs import TRAINER_KINDS, TrainingJobError, run_training_job, trainer_for
+
+    if kind not in TRAINER_KINDS:
+        fail(f"unknown trainer {kind!r}; trainers: {', '.join(TRAINER_KINDS)}")
+    settings = settings_or_exit(database_url=db)
+    engine = store_or_exit(settings)
+    _, config_type = trainer_for(kind)
+    options = {"learning_rate": learning_rate, "num_train_epochs": epochs, "max_steps": max_steps,
+               "per_device_train_batch_size": batch_size, "beta": beta, "rpo_alpha": rpo_alpha,
+               "report_to": report_to}
+    fields = config_type.__dataclass_fields__
+    unknown = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None and k not in fields]
+    if unknown:
+        fail(f"{', '.join(unknown)} does not apply to the {kind} trainer")
+    try:
+        config = config_type(model=settings.model, device=settings.device, seed=settings.seed,
+                             **{k: v for k, v in options.items() if v is not None})
+    except ValueError as exc:
+        fail(str(exc))
+
+    from training.datasets import DatasetError, load_snapshot
+    from training.registry import active_version
+
+    snapshot_id = dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", "train").id
+    try:
+        rows = load_snapshot(engine, snapshot_id, role=role, base_model=settings.model, kind=kind)
+    except DatasetError as exc:
+        fail(str(exc))
+    parent = None if fresh else active_version(engine, role)
+    progress = Progress(TextColumn(f"[bold]train {kind} {role}[/]"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TimeRemainingColumn(), console=err)
+    with progress:
+        bar = progress.add_task("train", total=None)
+        try:
+            result = run_training_job(
+                engine, kind=kind, role=role, rows=rows, config=config,
+                adapters_root=settings.data_dir / "adapters", cache_dir=settings.cache_dir, parent=parent,
+                dataset_snapshot_id=snapshot_id,
+                progress=lambda step, total: progress.update(bar, completed=step, total=total),
+            )
+        except TrainingJobError as exc:
+            fail(str(exc), code=1)
+    row = {"adapter": result.adapter.name, "job": result.job_id, "dataset": snapshot_id, "rows": len(rows),
+           "parent": parent.name if parent else None, **result.metrics}
+    emit([row] if fmt != Format.table else [{"metric": k, "value": v} for k, v in row.items()], fmt,
+         title="training job", console=out)
+    if fmt == Format.table:
+        err.print(f"published {result.adapter.name} as a candidate; promote it with "
+                  f"`sparring adapters promote {result.adapter.name}`")
+
+
+def _registry_call(call, *args, **kwargs):
+    from training.registry import RegistryError
+
+    try:
+        return call(*args, **kwargs)
+    except RegistryError as exc:
+        fail(str(exc))
+
+
+def _adapter_row(record) -> dict:
+    return {
+        "name": record.name, "role": record.role, "status": str(record.status), "trainer": record.trainer,
+        "base_model": record.base_model, "parent_id": record.parent_id, "dataset": record.dataset_snapshot_id,
+        "created_at": record.created_at, "promoted_at": record.promoted_at, "path": str(record.path),
+        "eval": record.eval,
+    }
+
+
+@adapters_app.command("list")
+def adapters_list(
+    role: Annotated[str | None, typer.Option(help="Only this role.")] = None,
+    status: Annotated[str | None, typer.Option(help="candidate, active, retired or rejected.")] = None,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """List adapter versions, newest first.
+
+    Examples:
+
+    * `sparring adapters list`
+    * `sparring adapters list --role critic --status active --format json`
+    """
+    from training.registry import list_versions
+
+    engine = store_or_exit(settings_or_exit(database_url=db))
+    rows = [_adapter_row(r) for r in _registry_call(list_versions, engine, role=role, status=status)]
+    emit(rows, fmt, columns=["name", "status", "trainer", "parent_id", "dataset", "created_at", "promoted_at"],
+         title="adapters")
+
+
+@adapters_app.command("show")
+def adapters_show(
+    name: Annotated[str, typer.Argument(help="Version name (role@vN) or id.")],
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Show one adapter version with its lineage and evaluation figures.
+
+    Example: `sparring adapters show actor@v3`
+    """
+    from training.registry import get_version
+
+    engine = store_or_exit(settings_or_exit(database_url=db))
+    row = _adapter_row(_registry_call(get_version, engine, name))
+    if fmt == Format.table:
+        emit([{"field": k, "value": v} for k, v in row.items()], fmt, title=row["name"], console=out)
+    else:
+        emit([row], fmt)
+
+
+@adapters_app.command("promote")
+def adapters_promote(
+    name: Annotated[str, typer.Argument(help="Candidate version to make active (role@vN).")],
+    db: DbOption = None,
+) -> None:
+    """Make a candidate the active version of its role, by hand (the previous one is retired).
+
+    `sparring deploy ROLE` promotes through the evaluation gate instead.
+
+    Example: `sparring adapters promote critic@v4`
+    """
+    from training.registry import promote
+
+    engine = store_or_exit(settings_or_exit(database_url=db))
+    record = _registry_call(promote, engine, name, eval={"promoted_by": "hand"})
+    err.print(f"{record.name} is now the active {record.role} adapter")
+
+
+@adapters_app.command("rollback")
+def adapters_rollback(
+    role: Annotated[str, typer.Argument(help="Role whose active version is rolled back.")],
+    to: Annotated[str | None, typer.Option(help="A retired version to go back to (default: the previous one).")] = None,
+    db: DbOption = None,
+) -> None:
+    """Re-activate the previous version of a role and retire the current one.
+
+    Examples:
+
+    * `sparring adapters rollback actor`
+    * `sparring adapters rollback actor --to actor@v2`
+    """
+    from training.registry import rollback
+
+    engine = store_or_exit(settings_or_exit(database_url=db))
+    record = _registry_call(rollback, engine, role, to=to)
+    err.print(f"{record.name} is the active {record.role} adapter again")
 
 
 @app.command()

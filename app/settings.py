@@ -38,6 +38,10 @@ class Settings(BaseSettings):
         Path.home() / ".cache" / "sparring",
         description="Where converted models and other caches live.",
     )
+    data_dir: Path = Field(
+        Path("sparring-data"),
+        description="Where dataset snapshots (datasets/) and published adapters (adapters/) are written.",
+    )
     seed: int = Field(0, description="Default seed for task selection and sampling.")
     max_batch_size: int = Field(64, ge=1, description="Most requests the in-process backend decodes at once.")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlalchemy import Engine
+
 from app.settings import Settings
 from graphs.games import GameSpec
 from graphs.policies.base import Backend, SamplingParams
@@ -11,9 +13,10 @@ from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS
 
 SEAT_SPEC_HELP = (
-    "SEAT=SPEC, repeatable. SPEC is 'model' (the configured base model), 'scripted:BOT' "
-    "(a rule-based bot: echo, calculator, always-correct, always-incorrect, stubborn) or 'verifier' "
-    "(judge seats: check the ground truth, no model call)."
+    "SEAT=SPEC, repeatable. SPEC is 'model' (the configured base model with the seat's active adapter, "
+    "if its role has one), 'model:base' (no adapter), 'model:ROLE@vN' (a registered adapter version), "
+    "'scripted:BOT' (a rule-based bot: echo, calculator, always-correct, always-incorrect, stubborn) or "
+    "'verifier' (judge seats: check the ground truth, no model call)."
 )
 
 
@@ -34,7 +37,7 @@ def parse_seat_specs(game: GameSpec, specs: list[str]) -> dict[str, str]:
             )
         if spec == "verifier" and game.seat(seat).kind != "judge":
             raise SeatSpecError(f"--seat {item!r}: only judge seats can be 'verifier'")
-        if spec not in ("model", "verifier") and not spec.startswith("scripted:"):
+        if spec not in ("model", "verifier") and not spec.startswith(("scripted:", "model:")):
             raise SeatSpecError(f"--seat {item!r}: unknown policy {spec!r}. {SEAT_SPEC_HELP}")
         if spec.startswith("scripted:") and spec.removeprefix("scripted:") not in BOTS:
             raise SeatSpecError(f"--seat {item!r}: unknown scripted bot; built-in bots: {', '.join(BOTS)}")
@@ -44,10 +47,16 @@ def parse_seat_specs(game: GameSpec, specs: list[str]) -> dict[str, str]:
 
 @dataclass
 class PolicyFactory:
-    """Builds policies, sharing one in-process backend (one base model) between seats."""
+    """Builds policies, sharing one in-process backend (one base model) between seats.
+
+    A learner seat given 'model' plays with the active adapter of its role (the seat name),
+    so games after a deploy are played by the improved agents.
+    """
 
     settings: Settings
     sampling: SamplingParams
+    engine: Engine | None = None
+    """The store holding the adapter registry (None: never use adapters)."""
     backends: list[Backend] = field(default_factory=list)
     _model: Backend | None = None
 
@@ -64,17 +73,34 @@ class PolicyFactory:
             self.backends.append(self._model)
         return self._model
 
-    def policy(self, spec: str) -> Policy:
-        if spec == "model":
-            return Policy(self.model_backend(), self.sampling)
-        from graphs.policies.scripted import scripted_bot
+    async def policy(self, seat: str, spec: str) -> Policy:
+        if spec.startswith("scripted:"):
+            from graphs.policies.scripted import scripted_bot
 
-        backend = scripted_bot(spec.removeprefix("scripted:"))
-        self.backends.append(backend)
-        return Policy(backend, self.sampling)
+            backend = scripted_bot(spec.removeprefix("scripted:"))
+            self.backends.append(backend)
+            return Policy(backend, self.sampling)
+        adapter = await self._adapter(seat, spec.removeprefix("model").removeprefix(":") or None)
+        return Policy(self.model_backend(), self.sampling, adapter=adapter)
 
-    def policies(self, specs: dict[str, str]) -> dict[str, Policy]:
-        return {seat: self.policy(spec) for seat, spec in specs.items() if spec != "verifier"}
+    async def _adapter(self, seat: str, choice: str | None) -> str | None:
+        """Load the adapter a seat plays with (its role's active one for a plain 'model')."""
+        if choice == "base" or self.engine is None:
+            return None
+        from training.adapter_files import verify_folder
+        from training.registry import active_version, get_version
+
+        record = get_version(self.engine, choice) if choice else active_version(self.engine, seat)
+        if record is None:
+            return None
+        verify_folder(record.path, base_model=self.settings.model)
+        backend = self.model_backend()
+        if record.name not in backend.adapters():
+            await backend.load_adapter(record.name, str(record.path))
+        return record.name
+
+    async def policies(self, specs: dict[str, str]) -> dict[str, Policy]:
+        return {seat: await self.policy(seat, spec) for seat, spec in specs.items() if spec != "verifier"}
 
     async def aclose(self) -> None:
         for backend in self.backends:

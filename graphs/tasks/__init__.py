@@ -27,7 +27,7 @@ def load_tasks(spec: str, *, n: int | None, seed: int, split: str = "train") -> 
 
     Files and Hugging Face datasets: all rows shuffled with ``random.Random(seed)``, then the
     first n (all when n is None), so a smaller n gives a prefix of a larger one. ``split``
-    picks the Hugging Face split when the spec names none and is ignored for files.
+    picks the Hugging Face split when the spec names none and labels the tasks of a file.
     Arithmetic: the first problems of ``split`` at each level (n, default
     DEFAULT_ARITHMETIC_COUNT), shuffled by ``seed``; the same problems for every seed.
     """
@@ -40,7 +40,7 @@ def load_tasks(spec: str, *, n: int | None, seed: int, split: str = "train") -> 
     elif kind == "hf":
         tasks = load_hf(rest, split=split)
     elif spec.endswith(".jsonl") or Path(spec).is_file():
-        tasks = load_jsonl(Path(spec))
+        tasks = load_jsonl(Path(spec), split=split)
     else:
         raise TaskSourceError(f"unknown task source {spec!r}; accepted: {ACCEPTED_SPECS}")
     random.Random(seed).shuffle(tasks)

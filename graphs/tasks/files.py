@@ -19,11 +19,14 @@ from graphs.tasks.base import Task, TaskSourceError
 RowFormat = Literal["gsm8k", "math"]
 
 
-def load_jsonl(path: Path) -> list[Task]:
-    """Every row of a GSM8K- or MATH-form JSONL file, in file order; ids are ``<file>:<line>``."""
+def load_jsonl(path: Path, *, split: str | None = None) -> list[Task]:
+    """Every row of a GSM8K- or MATH-form JSONL file, in file order; ids are ``<file>:<line>``.
+
+    A file does not say which split it is; ``split`` labels its tasks (what the user says the
+    file is), so held-out evaluation episodes stay out of training datasets."""
     if not path.is_file():
         raise TaskSourceError(f"{path}: no such file (task files are JSONL in GSM8K or MATH form)")
-    tasks = tasks_from_rows(_read_rows(path), source=path.name)
+    tasks = tasks_from_rows(_read_rows(path), source=path.name, split=split)
     if not tasks:
         raise TaskSourceError(f"{path}: the file has no rows")
     return tasks

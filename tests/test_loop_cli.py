@@ -1,0 +1,80 @@
+"""The loop through the CLI on a tiny random model: play, build, train, promote, play again.
+
+The actor is first a scripted calculator (so there are correct answers to learn from), then
+the model with its freshly promoted adapter: the second play's actor turns must be served by
+that adapter, and a rollback must bring the previous version back.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import app
+from storage.engine import open_store
+from storage.queries import EpisodeFilter, iter_turns
+from tiny_model import save_tiny_model
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARRING_DATABASE_URL", f"sqlite:///{tmp_path / 'loop.db'}")
+    monkeypatch.setenv("SPARRING_MODEL", str(save_tiny_model(tmp_path / "tiny")))
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SPARRING_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def cli(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_play_train_promote_play_rollback(env):
+    tasks = env / "sums.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + {a + 3}?", "answer": f"#### {2 * a + 3}"}) + "\n"
+                             for a in range(12)))
+    cli("play", "math-reflection", "-n", "12", "--turns", "1", "--tasks", str(tasks), "--format", "json",
+        "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    built = json.loads(cli("datasets", "build", "sft", "--role", "actor", "--format", "json"))[0]
+    assert built["rows"] > 0
+
+    trained = json.loads(cli("train", "sft", "--role", "actor", "--dataset", str(built["snapshot"]),
+                             "--max-steps", "2", "--batch-size", "2", "--format", "json"))[0]
+    assert trained["adapter"] == "actor@v1" and trained["parent"] is None
+    listed = json.loads(cli("adapters", "list", "--format", "json"))
+    assert [(a["name"], a["status"]) for a in listed] == [("actor@v1", "candidate")]
+    cli("adapters", "promote", "actor@v1")
+
+    summary = json.loads(cli("play", "math-reflection", "-n", "2", "--turns", "1", "--max-new-tokens", "4",
+                             "--seat", "critic=scripted:always-correct", "--format", "json").splitlines()[-1])[0]
+    assert summary["succeeded"] == 2
+    engine = open_store(f"sqlite:///{env / 'loop.db'}")
+    run_id = summary["run_id"]
+    served = {t["served_by"] for t in iter_turns(engine, EpisodeFilter(run_id=run_id, seat="actor"))}
+    assert served == {"actor@v1"}
+
+    # a second round continues from the active version, and rollback restores it
+    second = json.loads(cli("train", "sft", "--role", "actor", "--dataset", str(built["snapshot"]),
+                            "--max-steps", "1", "--batch-size", "2", "--format", "json"))[0]
+    assert second["adapter"] == "actor@v2" and second["parent"] == "actor@v1"
+    cli("adapters", "promote", "actor@v2")
+    cli("adapters", "rollback", "actor")
+    active = json.loads(cli("adapters", "list", "--status", "active", "--format", "json"))
+    assert [a["name"] for a in active] == ["actor@v1"]
+
+
+def test_train_errors_are_clear(env):
+    result = runner.invoke(app, ["train", "sft", "--role", "actor"])
+    assert result.exit_code == 2 and "play" in result.output  # nothing logged yet: says to play first
+    result = runner.invoke(app, ["train", "sft", "--role", "actor", "--beta", "0.1"])
+    assert result.exit_code == 2 and "--beta does not apply to the sft trainer" in result.output
+    result = runner.invoke(app, ["train", "dpo", "--role", "actor", "--rpo-alpha", "-1"])
+    assert result.exit_code == 2 and "rpo_alpha" in result.output
+    result = runner.invoke(app, ["train", "sft", "--role", "actor", "--dataset", "99"])
+    assert result.exit_code == 2 and "no dataset snapshot 99" in result.output

@@ -1,0 +1,119 @@
+"""Policy-gradient rows (offline PPO / GRPO-style): one per credited turn of the role.
+
+Columns: ``prompt`` (messages), ``completion`` (one assistant message), ``prompt_token_ids``,
+``completion_token_ids``, ``behaviour_logprobs`` (the logged logprob of each completion token
+under the policy that generated it), ``reward`` (the turn's credit, see
+``training.datasets.credit``), ``advantage``, ``group_size``, ``episode_id``, ``turn_id``,
+``task_id``, ``seat``.
+
+Advantage, group-normalised: the group of a turn is every turn of the build with the same
+seat and the same prompt hash (an identical state, e.g. the samples of one task's first
+prompt). ``advantage = (reward - mean) / (std + 1e-6)`` with the group's mean and population
+standard deviation, and ``group_size`` its number of samples. A turn alone in its group
+falls back to the mean and population standard deviation of every row of the build
+(``group_size`` 1). Groups form within one build only: samples split across two builds by
+a watermark are normalised apart.
+
+Left out, and counted: turns without credit (``no_reward``), without behaviour logprobs
+(``no_logprobs``), and with a number of logprobs that differs from the number of
+completion tokens (``logprob_length_mismatch``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from datasets import Features, List, Value
+
+from storage.models import DatasetKind
+from training.datasets.building import BuildContext, Builder, Row
+from training.datasets.credit import turn_credits
+from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
+from training.datasets.reading import EpisodeLog, prompt_hash
+from training.datasets.spill import Spill
+
+ADVANTAGE_EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class PPOOptions:
+    """No options yet: the credit and advantage rules are fixed (see the module docstring)."""
+
+
+class PolicyGradientRows(Builder[PPOOptions]):
+    kind = DatasetKind.PPO
+    options_type = PPOOptions
+    tokens = True
+
+    def __init__(self, context: BuildContext, options: PPOOptions) -> None:
+        super().__init__(context, options)
+        self._spill = Spill()
+        self._keys: list[tuple[str, str]] = []
+        self._rewards: list[float] = []
+
+    @staticmethod
+    def features(options: PPOOptions) -> Features:
+        return Features(
+            {
+                "prompt": MESSAGES,
+                "completion": MESSAGES,
+                "prompt_token_ids": List(Value("int64")),
+                "completion_token_ids": List(Value("int64")),
+                "behaviour_logprobs": List(FLOAT),
+                "reward": FLOAT,
+                "advantage": FLOAT,
+                "group_size": Value("int64"),
+                **TURN_METADATA,
+            }
+        )
+
+    def add(self, episode: EpisodeLog) -> Iterable[Row]:
+        credits = turn_credits(episode, self.context.role)
+        for turn in self.role_turns(episode):
+            reward = credits.get(turn.turn_id)
+            logprobs, completion_ids = turn.logprobs or [], turn.completion_token_ids or []
+            if reward is None:
+                self.skipped["no_reward"] += 1
+            elif not logprobs:
+                self.skipped["no_logprobs"] += 1
+            elif len(logprobs) != len(completion_ids):
+                self.skipped["logprob_length_mismatch"] += 1
+            else:
+                self._keys.append((turn.seat, prompt_hash(turn.prompt)))
+                self._rewards.append(reward)
+                self._spill.append(
+                    {
+                        "prompt": chat(turn.prompt),
+                        "completion": assistant(turn.text),
+                        "prompt_token_ids": turn.prompt_token_ids,
+                        "completion_token_ids": completion_ids,
+                        "behaviour_logprobs": logprobs,
+                        "reward": reward,
+                        "episode_id": episode.episode_id,
+                        "turn_id": turn.turn_id,
+                        "task_id": episode.task_id,
+                        "seat": turn.seat,
+                    }
+                )
+        return ()
+
+    def finish(self) -> Iterator[Row]:
+        try:
+            groups: dict[tuple[str, str], list[float]] = {}
+            for key, reward in zip(self._keys, self._rewards, strict=True):
+                groups.setdefault(key, []).append(reward)
+            stats = {key: _stats(rewards) for key, rewards in groups.items() if len(rewards) > 1}
+            everyone = _stats(self._rewards) if self._rewards else (0.0, 0.0)
+            for row, key in zip(self._spill, self._keys, strict=True):
+                mean, std = stats.get(key, everyone)
+                advantage = (row["reward"] - mean) / (std + ADVANTAGE_EPS)
+                yield {**row, "advantage": advantage, "group_size": len(groups[key])}
+        finally:
+            self._spill.close()
+
+
+def _stats(rewards: list[float]) -> tuple[float, float]:
+    """Mean and population standard deviation."""
+    return statistics.fmean(rewards), statistics.pstdev(rewards)

@@ -1,0 +1,216 @@
+"""DPO preference pairs, only from siblings that share the same state.
+
+Each row is TRL's conversational preference format, ``{"prompt", "chosen", "rejected"}``,
+with metadata: ``pair_kind``, ``seat``, ``task_id``, the episode and turn ids of both sides,
+and ``chosen_reward`` / ``rejected_reward`` (the rewards that ranked the pair). The pair kinds:
+
+- ``refinement``: within one episode, two consecutive answers of the role that were both
+  checked against ground truth (a ``correct`` event), exactly one of them correct (math-
+  reflection: an actor answer and its refinement). The prompt is the role's first prompt of
+  the episode (round 0: the question), so both answers stand as answers to the same state;
+  chosen is the correct one.
+- ``group``: several samples of the role on the same state, key ``(seat, hash of the exact
+  prompt messages)``, across the episodes of the build: the best-credited sample against the
+  worst (credit: ``training.datasets.credit``), one pair per group, only when their credit
+  differs. Of equal credits, the earliest read wins.
+- ``judge``: a judgment's preferred turn against its rejected turn, when one of them is the
+  role's. A pair is made only when both turns were generated from identical prompt messages
+  (the prompt); in a debate the two debaters see different prompts, so such judgments are
+  skipped and counted as ``judge_prompts_differ``; ties (no winner) as ``judge_tie``.
+  The rewards are the turns' ``win`` events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Literal
+
+from datasets import Features, Value
+
+from storage.models import DatasetKind
+from training.datasets.building import BuildContext, Builder, Row
+from training.datasets.credit import CORRECT, turn_credits
+from training.datasets.formats import MESSAGES, PAIR_METADATA, assistant, chat
+from training.datasets.reading import EpisodeLog, LoggedJudgment, LoggedTurn, prompt_hash
+
+PairKind = Literal["refinement", "group", "judge"]
+PAIR_KINDS: tuple[PairKind, ...] = ("refinement", "group", "judge")
+WIN = "win"
+
+
+@dataclass(frozen=True)
+class DPOOptions:
+    pair_kinds: tuple[PairKind, ...] = PAIR_KINDS
+    """which kinds of pairs to make"""
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.pair_kinds if k not in PAIR_KINDS]
+        if unknown or not self.pair_kinds:
+            raise ValueError(
+                f"pair_kinds must be a non-empty subset of {', '.join(PAIR_KINDS)}; got {list(self.pair_kinds)}"
+            )
+
+
+@dataclass
+class _Sample:
+    turn: LoggedTurn
+    task_id: str
+    reward: float
+
+
+@dataclass
+class _Group:
+    prompt: list[dict[str, str]]
+    best: _Sample
+    worst: _Sample
+    size: int = 1
+
+
+class PreferencePairs(Builder[DPOOptions]):
+    kind = DatasetKind.DPO
+    options_type = DPOOptions
+
+    def __init__(self, context: BuildContext, options: DPOOptions) -> None:
+        super().__init__(context, options)
+        self._groups: dict[tuple[str, str], _Group] = {}
+
+    def needs_judgments(self) -> bool:
+        return "judge" in self.options.pair_kinds
+
+    def needs_samples(self) -> bool:
+        return "group" in self.options.pair_kinds
+
+    @staticmethod
+    def features(options: DPOOptions) -> Features:
+        return Features(
+            {
+                "prompt": MESSAGES,
+                "chosen": MESSAGES,
+                "rejected": MESSAGES,
+                "pair_kind": Value("string"),
+                **PAIR_METADATA,
+                "chosen_reward": Value("float64"),
+                "rejected_reward": Value("float64"),
+            }
+        )
+
+    def add(self, episode: EpisodeLog) -> Iterable[Row]:
+        turns = self.role_turns(episode)
+        kinds = self.options.pair_kinds
+        rows: list[Row] = []
+        if "refinement" in kinds:
+            rows += self._refinement_pairs(episode, turns)
+        if "group" in kinds:
+            self._add_to_groups(episode, turns)
+        if "judge" in kinds:
+            for judgment in episode.judgments:
+                row = self._judge_pair(episode, judgment)
+                if row is not None:
+                    rows.append(row)
+        return rows
+
+    def finish(self) -> Iterator[Row]:
+        for group in self._groups.values():
+            if group.size == 1:
+                self.skipped["group_single_sample"] += 1
+            elif group.best.reward == group.worst.reward:
+                self.skipped["group_equal_rewards"] += 1
+            else:
+                best, worst = group.best, group.worst
+                role = self.context.role
+                yield _pair("group", role, group.prompt, best.turn, worst.turn, best.task_id, best.reward, worst.reward)
+
+    def _refinement_pairs(self, episode: EpisodeLog, turns: list[LoggedTurn]) -> Iterator[Row]:
+        checked = [t for t in turns if CORRECT in t.rewards]
+        first = next((t for t in turns if t.round == 0), None)
+        for before, after in pairwise(checked):
+            before_ok, after_ok = before.rewards[CORRECT] >= 0.5, after.rewards[CORRECT] >= 0.5
+            if before_ok == after_ok:
+                continue
+            if first is None:
+                self.skipped["refinement_without_first_prompt"] += 1
+                continue
+            chosen, rejected = (before, after) if before_ok else (after, before)
+            yield _pair(
+                "refinement",
+                self.context.role,
+                first.prompt,
+                chosen,
+                rejected,
+                episode.task_id,
+                chosen.rewards[CORRECT],
+                rejected.rewards[CORRECT],
+            )
+
+    def _add_to_groups(self, episode: EpisodeLog, turns: list[LoggedTurn]) -> None:
+        credits = turn_credits(episode, self.context.role)
+        for turn in turns:
+            reward = credits.get(turn.turn_id)
+            if reward is None:
+                self.skipped["no_reward"] += 1
+                continue
+            sample = _Sample(turn, episode.task_id, reward)
+            key = (turn.seat, prompt_hash(turn.prompt))
+            group = self._groups.get(key)
+            if group is None:
+                self._groups[key] = _Group(turn.prompt, sample, sample)
+                continue
+            group.size += 1
+            if reward > group.best.reward:
+                group.best = sample
+            if reward < group.worst.reward:
+                group.worst = sample
+
+    def _judge_pair(self, episode: EpisodeLog, judgment: LoggedJudgment) -> Row | None:
+        if judgment.winner_seat is None:
+            self.skipped["judge_tie"] += 1
+            return None
+        if self.context.role not in (judgment.winner_seat, judgment.loser_seat):
+            return None
+        preferred, rejected = episode.turn(judgment.preferred_turn_id), episode.turn(judgment.rejected_turn_id)
+        if preferred is None or rejected is None or preferred.messages is None or rejected.messages is None:
+            self.skipped["judge_turn_missing"] += 1
+            return None
+        if not (preferred.selected or rejected.selected):
+            return None  # the role's side did not pass the build's filter
+        if prompt_hash(preferred.messages) != prompt_hash(rejected.messages):
+            self.skipped["judge_prompts_differ"] += 1
+            return None
+        return _pair(
+            "judge",
+            self.context.role,
+            preferred.messages,
+            preferred,
+            rejected,
+            episode.task_id,
+            preferred.rewards.get(WIN),
+            rejected.rewards.get(WIN),
+        )
+
+
+def _pair(
+    kind: PairKind,
+    seat: str,
+    prompt: list[dict[str, str]],
+    chosen: LoggedTurn,
+    rejected: LoggedTurn,
+    task_id: str,
+    chosen_reward: float | None,
+    rejected_reward: float | None,
+) -> Row:
+    return {
+        "prompt": chat(prompt),
+        "chosen": assistant(chosen.text),
+        "rejected": assistant(rejected.text),
+        "pair_kind": kind,
+        "seat": seat,
+        "task_id": task_id,
+        "chosen_episode_id": chosen.episode_id,
+        "rejected_episode_id": rejected.episode_id,
+        "chosen_turn_id": chosen.turn_id,
+        "rejected_turn_id": rejected.turn_id,
+        "chosen_reward": chosen_reward,
+        "rejected_reward": rejected_reward,
+    }

@@ -1,0 +1,107 @@
+"""SFT rows by rejection sampling: the best trajectories of each state.
+
+For each state (seat and hash of the exact prompt messages) across the build, keep the
+turns with the highest credit (``training.datasets.credit``), at most ``per_group`` of them
+(default 1; of equal credits the earliest read), and only turns whose credit is at least
+``threshold`` (default 0.5: a correct actor answer). Rows come out state by state, in the
+order the states first had a kept turn, best first.
+
+Formats (TRL conversational):
+
+- ``messages`` (default): ``{"messages": prompt messages + the answer as an assistant message}``.
+- ``prompt_completion``: ``{"prompt": messages, "completion": [assistant answer]}``. TRL's
+  SFTTrainer then computes the loss on the completion only. Prefer it for roles whose
+  prompts hold earlier assistant messages (the math-reflection actor's refinement prompt
+  holds its previous, possibly wrong, answer), which ``assistant_only_loss`` on the
+  ``messages`` format would also train on.
+
+Metadata: ``reward`` (the credit), ``episode_id``, ``turn_id``, ``task_id``, ``seat``.
+Counted: ``no_reward``, ``below_threshold``, ``beyond_per_group`` (good turns of a state that
+already had ``per_group`` better or earlier ones).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from datasets import Features
+
+from storage.models import DatasetKind
+from training.datasets.building import BuildContext, Builder, Row
+from training.datasets.credit import turn_credits
+from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
+from training.datasets.reading import EpisodeLog, prompt_hash
+
+SFTFormat = Literal["messages", "prompt_completion"]
+SFT_FORMATS: tuple[SFTFormat, ...] = ("messages", "prompt_completion")
+
+
+@dataclass(frozen=True)
+class SFTOptions:
+    threshold: float = 0.5
+    """the least credit a kept turn has"""
+    per_group: int = 1
+    """the most turns kept per state"""
+    format: SFTFormat = "messages"
+
+    def __post_init__(self) -> None:
+        if self.per_group < 1:
+            raise ValueError(f"per_group must be >= 1 (turns kept per state), got {self.per_group}")
+        if self.format not in SFT_FORMATS:
+            raise ValueError(f"format must be one of {', '.join(SFT_FORMATS)}; got {self.format!r}")
+
+
+class RejectionSampling(Builder[SFTOptions]):
+    kind = DatasetKind.SFT
+    options_type = SFTOptions
+
+    def __init__(self, context: BuildContext, options: SFTOptions) -> None:
+        super().__init__(context, options)
+        self._best: dict[tuple[str, str], list[tuple[float, int, Row]]] = {}
+        """state -> min-heap of (credit, -read order, row): the worst kept turn on top"""
+        self._read = 0
+
+    @staticmethod
+    def features(options: SFTOptions) -> Features:
+        text = {"messages": MESSAGES} if options.format == "messages" else {"prompt": MESSAGES, "completion": MESSAGES}
+        return Features({**text, "reward": FLOAT, **TURN_METADATA})
+
+    def add(self, episode: EpisodeLog) -> Iterable[Row]:
+        credits = turn_credits(episode, self.context.role)
+        for turn in self.role_turns(episode):
+            reward = credits.get(turn.turn_id)
+            if reward is None:
+                self.skipped["no_reward"] += 1
+                continue
+            if reward < self.options.threshold:
+                self.skipped["below_threshold"] += 1
+                continue
+            prompt, answer = chat(turn.prompt), assistant(turn.text)
+            text = (
+                {"messages": prompt + answer}
+                if self.options.format == "messages"
+                else {"prompt": prompt, "completion": answer}
+            )
+            row = {
+                **text,
+                "reward": reward,
+                "episode_id": episode.episode_id,
+                "turn_id": turn.turn_id,
+                "task_id": episode.task_id,
+                "seat": turn.seat,
+            }
+            self._read += 1
+            kept = self._best.setdefault((turn.seat, prompt_hash(turn.prompt)), [])
+            heapq.heappush(kept, (reward, -self._read, row))
+            if len(kept) > self.options.per_group:
+                heapq.heappop(kept)
+                self.skipped["beyond_per_group"] += 1
+        return ()
+
+    def finish(self) -> Iterator[Row]:
+        for kept in self._best.values():
+            for _, _, row in sorted(kept, reverse=True):
+                yield row
