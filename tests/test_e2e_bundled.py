@@ -1,0 +1,56 @@
+"""End to end: `sparring play math-reflection` on the real bundled model, checked in the store.
+
+Uses the default model cache (~/.cache/sparring or SPARRING_CACHE_DIR), so the GGUF is
+converted once per machine and reused by later runs, as it is for users.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from app.cli import app
+from storage.engine import open_store
+from storage.models import Episode, Reward, Turn, TurnPayload
+
+pytestmark = pytest.mark.slow
+
+
+def test_play_math_reflection_on_the_bundled_model(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'e2e.db'}"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    result = CliRunner().invoke(app, [
+        "play", "math-reflection", "-n", "6", "-c", "6", "--turns", "2", "--no-stop-on-correct",
+        "--max-new-tokens", "48", "--temperature", "0.7", "--format", "json",
+    ])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])[0]
+    assert summary["succeeded"] == 6 and summary["generated_tokens"] > 0
+    assert 0.0 <= summary["pass@turn-1"] <= 1.0 and 0.0 <= summary["critic_accuracy"] <= 1.0
+
+    engine = open_store(url)
+    with engine.connect() as conn:
+        episodes = conn.execute(select(Episode.status, Episode.num_turns)).all()
+        turns = conn.execute(
+            select(Turn.id, Turn.seat, Turn.served_by, Turn.backend, Turn.completion_tokens, Turn.parsed,
+                   TurnPayload.prompt_token_ids, TurnPayload.completion_token_ids, TurnPayload.logprobs)
+            .join(TurnPayload, TurnPayload.turn_id == Turn.id)
+        ).all()
+        rewards = conn.execute(select(Reward.turn_id, Reward.name, Reward.value)).all()
+    assert episodes == [("succeeded", 4)] * 6
+    assert len(turns) == 24 and [t.seat for t in turns].count("actor") == 12
+    for turn in turns:
+        assert turn.served_by == "bundled" and turn.backend == "inprocess"
+        assert len(turn.prompt_token_ids) > 20
+        assert 0 < len(turn.completion_token_ids) == len(turn.logprobs) == turn.completion_tokens <= 48
+        assert all(lp <= 0.0 for lp in turn.logprobs)
+        assert all(0 <= t < 49152 for t in turn.completion_token_ids)  # SmolLM2's vocabulary
+    by_turn = {(r.turn_id, r.name): r.value for r in rewards}
+    for turn in turns:
+        name = "correct" if turn.seat == "actor" else "verdict_correct"
+        assert by_turn[(turn.id, name)] in (0.0, 1.0)
+        if turn.seat == "actor" and turn.parsed is False:
+            assert by_turn[(turn.id, "correct")] == 0.0

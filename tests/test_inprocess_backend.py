@@ -1,0 +1,354 @@
+"""The in-process backend on a tiny random Llama: batching, decoding, logprobs and adapters."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from peft import PeftModel
+from safetensors.torch import load_file, save_file
+from tiny_model import save_random_lora, tiny_config, tiny_model, tiny_tokenizer
+from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
+
+from graphs.policies.base import (
+    Backend,
+    BackendError,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+    UnknownAdapterError,
+)
+from graphs.policies.inprocess import InProcessBackend, _nucleus_floor, _Sampler
+
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
+
+
+def chat(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+PROMPTS = [
+    chat("hi"),
+    chat("What is 12 + 30? " * 3),
+    chat("Tell me a story about a dragon and a knight."),
+    chat("ok"),
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> PreTrainedTokenizerBase:
+    return tiny_tokenizer()
+
+
+@pytest.fixture
+def model(tokenizer: PreTrainedTokenizerBase) -> LlamaForCausalLM:
+    return tiny_model(tokenizer)
+
+
+@pytest.fixture
+def backend(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerBase) -> Iterator[InProcessBackend]:
+    backend = InProcessBackend(model, tokenizer, model_name="tiny", batch_wait_s=0.05)
+    yield backend
+    asyncio.run(backend.aclose())
+
+
+@pytest.fixture(scope="module")
+def adapter_dirs(
+    tmp_path_factory: pytest.TempPathFactory, tokenizer: PreTrainedTokenizerBase
+) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("adapters")
+    base = tiny_model(tokenizer)
+    return {name: save_random_lora(base, root / name, seed) for name, seed in (("a", 1), ("b", 2))}
+
+
+def one(
+    backend: InProcessBackend,
+    messages: list[dict[str, str]],
+    sampling: SamplingParams = GREEDY,
+    adapter: str | None = None,
+) -> GenerationResult:
+    return asyncio.run(backend.generate(GenerationRequest(messages, sampling, adapter)))
+
+
+def together(backend: InProcessBackend, requests: list[GenerationRequest]) -> list[GenerationResult]:
+    async def go() -> list[GenerationResult]:
+        return list(await asyncio.gather(*(backend.generate(r) for r in requests)))
+
+    return asyncio.run(go())
+
+
+def test_implements_the_backend_protocol(backend: InProcessBackend) -> None:
+    assert isinstance(backend, Backend)
+    assert (backend.name, backend.model_name) == ("inprocess", "tiny")
+
+
+def test_concurrent_requests_share_batches(backend: InProcessBackend) -> None:
+    requests = [GenerationRequest(PROMPTS[i % 4], replace(GREEDY, max_new_tokens=3 + i)) for i in range(12)]
+    results = together(backend, requests)
+    assert [len(r.completion_token_ids) for r in results] == [3 + i for i in range(12)]
+    stats = backend.stats
+    assert stats.requests == 12
+    assert stats.batches <= 2 < stats.mean_batch_size
+    assert stats.generated_tokens == sum(3 + i for i in range(12))
+    assert stats.decode_steps < 2 * 14  # the batch ran once, not once per request
+
+
+def test_greedy_row_is_the_same_alone_and_in_a_padded_batch(backend: InProcessBackend) -> None:
+    alone = one(backend, PROMPTS[1])
+    others = [
+        GenerationRequest(p, replace(GREEDY, max_new_tokens=n))
+        for p, n in zip(PROMPTS, (2, 20, 5, 1), strict=True)
+    ]
+    batched = together(backend, [*others[:2], GenerationRequest(PROMPTS[1], GREEDY), *others[2:]])[2]
+    assert batched.completion_token_ids == alone.completion_token_ids
+    assert batched.text == alone.text
+    assert batched.prompt_token_ids == alone.prompt_token_ids
+    assert batched.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+
+
+def test_greedy_matches_transformers_generate(backend: InProcessBackend, model, tokenizer) -> None:
+    result = one(backend, PROMPTS[2])
+    prompt = torch.tensor([result.prompt_token_ids])
+    reference = model.generate(
+        prompt, do_sample=False, max_new_tokens=GREEDY.max_new_tokens, pad_token_id=tokenizer.pad_token_id
+    )
+    assert result.completion_token_ids == reference[0, prompt.shape[1] :].tolist()
+    assert result.finish_reason == "length"
+    assert result.served_by == "tiny"
+    assert result.latency_s > 0
+
+
+def test_seeded_sampling_is_reproducible_whatever_shares_the_batch(backend: InProcessBackend) -> None:
+    seeded = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=16, seed=7)
+    alone = one(backend, PROMPTS[0], seeded)
+    crowd = [
+        GenerationRequest(PROMPTS[1], SamplingParams(temperature=0.8, max_new_tokens=4)),
+        GenerationRequest(PROMPTS[0], seeded),
+        GenerationRequest(PROMPTS[2], GREEDY),
+        GenerationRequest(PROMPTS[3], SamplingParams(temperature=1.5, top_p=0.5, max_new_tokens=30, seed=1)),
+    ]
+    assert together(backend, crowd)[1].completion_token_ids == alone.completion_token_ids
+    other_seed = one(backend, PROMPTS[0], replace(seeded, seed=8))
+    assert other_seed.completion_token_ids != alone.completion_token_ids
+
+
+@pytest.mark.parametrize(
+    "sampling", [GREEDY, SamplingParams(temperature=1.3, top_p=0.8, max_new_tokens=10, seed=3)]
+)
+def test_logprobs_are_the_raw_log_softmax_at_the_chosen_tokens(backend, model, sampling) -> None:
+    result = together(
+        backend, [GenerationRequest(PROMPTS[3], sampling), GenerationRequest(PROMPTS[1], GREEDY)]
+    )[0]
+    ids = torch.tensor([result.prompt_token_ids + result.completion_token_ids])
+    with torch.inference_mode():
+        logp = torch.log_softmax(model(ids).logits[0].float(), dim=-1)
+    n = len(result.prompt_token_ids)
+    positions = torch.arange(n - 1, ids.shape[1] - 1)
+    expected = logp[positions, ids[0, n:]]
+    assert result.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+    if sampling.temperature == 0:
+        assert logp[positions].argmax(-1).tolist() == result.completion_token_ids
+
+
+P = torch.tensor([0.5, 0.25, 0.15, 0.07, 0.03])
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_p", "expected"),
+    [(1.0, 1.0, P), (1.0, 0.8, torch.cat([P[:3] / 0.9, torch.zeros(2)])), (0.5, 1.0, P**2 / (P**2).sum())],
+    ids=["plain", "top-p", "temperature"],
+)
+def test_sampling_follows_the_tempered_nucleus_distribution(temperature, top_p, expected) -> None:
+    n = 4000
+    sampler = _Sampler([SamplingParams(temperature, top_p, seed=i) for i in range(n)], torch.device("cpu"))
+    tokens, logprobs = sampler(P.log().expand(n, -1))
+    frequencies = torch.bincount(tokens, minlength=len(P)).float() / n
+    assert frequencies.tolist() == pytest.approx(expected.tolist(), abs=0.03)
+    assert logprobs.tolist() == pytest.approx(P.log()[tokens].tolist(), abs=1e-5)  # before temperature
+
+
+@pytest.mark.parametrize("spread", [0.3, 5.0], ids=["flat: wider than the candidates", "peaked"])
+def test_nucleus_matches_a_full_sort(spread: float) -> None:
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(32, 5000) * spread, dim=-1)
+    top_p = torch.rand(32, 1) * 0.9 + 0.05
+    top_p[0] = 1.0
+    ordered = probs.sort(dim=-1, descending=True).values
+    expected_sizes = ((ordered.cumsum(dim=-1) - ordered) < top_p).sum(dim=-1)
+    expected_sizes[0] = probs.shape[-1]
+    assert torch.equal((probs >= _nucleus_floor(probs, top_p)).sum(dim=-1), expected_sizes)
+
+
+def test_eos_ends_a_completion_and_is_left_out(backend: InProcessBackend, model) -> None:
+    full = one(backend, PROMPTS[2])
+    k = next(
+        i
+        for i, t in enumerate(full.completion_token_ids)
+        if i >= 2 and t not in full.completion_token_ids[:i]
+    )
+    model.generation_config.eos_token_id = [
+        model.generation_config.eos_token_id,
+        full.completion_token_ids[k],
+    ]
+    cut = one(backend, PROMPTS[2])
+    assert cut.finish_reason == "stop"
+    assert cut.completion_token_ids == full.completion_token_ids[:k]
+    assert len(cut.logprobs) == k
+
+
+def test_stop_string_cuts_the_text_before_it(backend: InProcessBackend) -> None:
+    full = one(backend, PROMPTS[0], replace(GREEDY, max_new_tokens=20))
+    stop = full.text[len(full.text) // 2 : len(full.text) // 2 + 3]
+    result = one(backend, PROMPTS[0], replace(GREEDY, max_new_tokens=20, stop=("@@never@@", stop)))
+    assert result.finish_reason == "stop"
+    assert result.text == full.text[: full.text.find(stop)]
+    ids = result.completion_token_ids
+    assert ids == full.completion_token_ids[: len(ids)] and len(ids) < 20
+    assert len(result.logprobs) == len(ids)
+
+
+def test_max_new_tokens_ends_with_length(backend: InProcessBackend) -> None:
+    results = together(
+        backend, [GenerationRequest(PROMPTS[0], replace(GREEDY, max_new_tokens=n)) for n in (1, 7)]
+    )
+    assert [(len(r.completion_token_ids), r.finish_reason) for r in results] == [(1, "length"), (7, "length")]
+
+
+def reference_generate(
+    tokenizer, adapter_dirs, adapter: str | None, prompt_ids: list[int], n: int
+) -> list[int]:
+    """Greedy ``generate`` on a PeftModel with only ``set_adapter`` (or the adapters disabled)."""
+    peft = PeftModel.from_pretrained(tiny_model(tokenizer), str(adapter_dirs["a"]), adapter_name="a")
+    peft.load_adapter(str(adapter_dirs["b"]), adapter_name="b")
+    prompt = torch.tensor([prompt_ids])
+    kwargs = dict(do_sample=False, max_new_tokens=n, pad_token_id=tokenizer.pad_token_id)
+    if adapter is None:
+        with peft.disable_adapter():
+            out = peft.generate(input_ids=prompt, **kwargs)
+    else:
+        peft.set_adapter(adapter)
+        out = peft.generate(input_ids=prompt, **kwargs)
+    return out[0, prompt.shape[1] :].tolist()
+
+
+def test_mixed_adapters_share_a_batch_and_match_single_adapter_runs(backend, tokenizer, adapter_dirs) -> None:
+    asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+    asyncio.run(backend.load_adapter("b", str(adapter_dirs["b"])))
+    assert backend.adapters() == ["a", "b"]
+    plan = [("a", PROMPTS[1]), ("b", PROMPTS[0]), (None, PROMPTS[2]), ("a", PROMPTS[3]), ("b", PROMPTS[1])]
+    batches_before = backend.stats.batches
+    results = together(backend, [GenerationRequest(p, GREEDY, adapter) for adapter, p in plan])
+    assert backend.stats.batches == batches_before + 1
+    for (adapter, _), result in zip(plan, results, strict=True):
+        assert result.served_by == (adapter or "tiny")
+        expected = reference_generate(
+            tokenizer, adapter_dirs, adapter, result.prompt_token_ids, GREEDY.max_new_tokens
+        )
+        assert result.completion_token_ids == expected
+    # The adapters really change the output (else the test above proves nothing).
+    same_prompt = together(backend, [GenerationRequest(PROMPTS[1], GREEDY, a) for a in ("a", "b", None)])
+    assert len({tuple(r.completion_token_ids) for r in same_prompt}) == 3
+
+
+def test_unknown_adapter_is_refused_with_the_loaded_ones(backend, adapter_dirs) -> None:
+    asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+    with pytest.raises(UnknownAdapterError, match=r"'nope'.*loaded adapters: a"):
+        one(backend, PROMPTS[0], adapter="nope")
+
+
+def test_loading_the_same_name_again(backend, adapter_dirs) -> None:
+    asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+    asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))  # same path: no-op
+    with pytest.raises(BackendError, match="already loaded"):
+        asyncio.run(backend.load_adapter("a", str(adapter_dirs["b"])))
+    assert backend.adapters() == ["a"]
+
+
+def broken_adapters(root: Path, good: Path, tokenizer) -> dict[str, Path]:
+    def copy(name: str) -> Path:
+        return Path(shutil.copytree(good, root / name))
+
+    folders = {"missing folder": root / "nowhere"}
+    folders["no adapter_config.json"] = copy("no-config")
+    (folders["no adapter_config.json"] / "adapter_config.json").unlink()
+    folders["no weights"] = copy("no-weights")
+    (folders["no weights"] / "adapter_model.safetensors").unlink()
+    folders["other architecture"] = copy("other-arch")
+    config_file = folders["other architecture"] / "adapter_config.json"
+    config_file.write_text(json.dumps({**json.loads(config_file.read_text()), "target_modules": ["c_attn"]}))
+    bigger = tiny_config(tokenizer)
+    bigger.hidden_size = 128
+    folders["other shapes"] = save_random_lora(LlamaForCausalLM(bigger), root / "other-shapes", seed=5)
+    folders["garbage weights"] = copy("garbage")
+    (folders["garbage weights"] / "adapter_model.safetensors").write_bytes(b"not a safetensors file")
+    folders["renamed tensors"] = copy("renamed")
+    weights = folders["renamed tensors"] / "adapter_model.safetensors"
+    save_file({k.replace("lora_A", "lora_X"): v for k, v in load_file(weights).items()}, weights)
+    return folders
+
+
+@pytest.mark.parametrize("with_other_adapter", [False, True], ids=["first adapter", "second adapter"])
+def test_broken_adapter_folders_fail_and_leave_the_backend_usable(
+    backend, tokenizer, adapter_dirs, tmp_path, with_other_adapter
+) -> None:
+    if with_other_adapter:
+        asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+        before_a = one(backend, PROMPTS[1], adapter="a")
+    before = one(backend, PROMPTS[1])
+    for problem, folder in broken_adapters(tmp_path, adapter_dirs["a"], tokenizer).items():
+        with pytest.raises(BackendError, match=str(folder.name)) as error:
+            asyncio.run(backend.load_adapter("broken", str(folder)))
+        assert not isinstance(error.value, UnknownAdapterError), problem
+        assert backend.adapters() == (["a"] if with_other_adapter else []), problem
+        assert one(backend, PROMPTS[1]).completion_token_ids == before.completion_token_ids, problem
+    if with_other_adapter:
+        assert one(backend, PROMPTS[1], adapter="a").completion_token_ids == before_a.completion_token_ids
+    asyncio.run(backend.load_adapter("b", str(adapter_dirs["b"])))
+    assert "b" in backend.adapters()
+
+
+def test_unload_waits_for_queued_requests_then_refuses_the_adapter(backend, adapter_dirs) -> None:
+    before = one(backend, PROMPTS[2])
+    asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+
+    async def serve_then_unload() -> list[GenerationResult]:
+        running = [asyncio.create_task(backend.generate(GenerationRequest(p, GREEDY, "a"))) for p in PROMPTS]
+        await asyncio.sleep(0)  # the requests are queued before the unload
+        await backend.unload_adapter("a")
+        return list(await asyncio.gather(*running))
+
+    served = asyncio.run(serve_then_unload())
+    assert [r.served_by for r in served] == ["a"] * len(PROMPTS)
+    assert backend.adapters() == []
+    with pytest.raises(UnknownAdapterError):
+        one(backend, PROMPTS[2], adapter="a")
+    with pytest.raises(UnknownAdapterError):
+        asyncio.run(backend.unload_adapter("a"))
+    assert one(backend, PROMPTS[2]).completion_token_ids == before.completion_token_ids
+
+
+def test_a_failing_batch_fails_its_requests_and_the_worker_goes_on(backend, model) -> None:
+    def explode(module, args, kwargs):
+        raise RuntimeError("simulated forward failure")
+
+    hook = model.register_forward_pre_hook(explode, with_kwargs=True)
+    results = asyncio.run(_gather_settled(backend, [GenerationRequest(p, GREEDY) for p in PROMPTS[:3]]))
+    assert all(isinstance(r, BackendError) and "simulated forward failure" in str(r) for r in results)
+    hook.remove()
+    assert len(one(backend, PROMPTS[0]).completion_token_ids) == GREEDY.max_new_tokens
+
+
+async def _gather_settled(backend: InProcessBackend, requests: list[GenerationRequest]) -> list[object]:
+    return list(await asyncio.gather(*(backend.generate(r) for r in requests), return_exceptions=True))
+
+
+def test_closed_backend_refuses_requests(backend) -> None:
+    asyncio.run(backend.aclose())
+    with pytest.raises(BackendError, match="closed"):
+        one(backend, PROMPTS[0])
