@@ -1,0 +1,130 @@
+"""The deploy gate and hot deploys, with a scripted backend whose answers depend on the adapter.
+
+The published adapter folders are real (random LoRA weights on a small Llama config); the
+scripted backend stands in for the model, answering correctly only under the "good" adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from graphs.context import GameOptions
+from graphs.games import get_game
+from graphs.policies.policy import Policy
+from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
+from graphs.runner import play
+from graphs.tasks import load_tasks
+from storage.engine import open_store
+from storage.queries import EpisodeFilter, iter_turns
+from storage.recorder import Recorder
+from tiny_model import save_random_lora
+from training.deploy import LivePolicies, gate_and_deploy
+from training.registry import active_version, get_version, promote, publish
+
+GAME = get_game("math-reflection")
+
+
+@pytest.fixture(scope="module")
+def adapter_template(tmp_path_factory) -> tuple[str, Path]:
+    base = tmp_path_factory.mktemp("base")
+    LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                num_attention_heads=2, num_key_value_heads=1).save_pretrained(base)
+    model = LlamaForCausalLM(LlamaConfig.from_pretrained(base))
+    model.config.name_or_path = str(base)
+    return str(base), save_random_lora(model, tmp_path_factory.mktemp("trained") / "out", seed=1)
+
+
+@pytest.fixture
+def sums(tmp_path) -> Path:
+    path = tmp_path / "sums.jsonl"
+    path.write_text("".join(json.dumps({"question": f"What is {a} + 7?", "answer": f"#### {a + 7}"}) + "\n"
+                            for a in range(8)))
+    return path
+
+
+class AdapterAware(ScriptedBackend):
+    """Solves the sums only when serving one of the ``good`` adapters; ``delay`` stalls each answer."""
+
+    def __init__(self, good: set[str], delay: float = 0.0) -> None:
+        super().__init__(self._answer, bot_name="adapter-aware")
+        self.good, self.delay = good, delay
+
+    def _answer(self, messages, request) -> str:
+        if request.adapter in self.good:
+            return BOTS["calculator"](messages, request)
+        return "Answer: 0"
+
+    async def generate(self, request):
+        await asyncio.sleep(self.delay)
+        return await super().generate(request)
+
+
+def _publish(engine, root, template, role="actor"):
+    base, trained = template
+    return publish(engine, role=role, trained_dir=trained, adapters_root=root, base_model=base, trainer="sft",
+                   config={}, parent=None, dataset_snapshot_id=None, metrics={"loss": 1.0})
+
+
+def test_gate_promotes_a_better_candidate_and_rejects_a_worse_one(store_url, tmp_path, adapter_template, sums):
+    engine = open_store(store_url)
+    tasks = load_tasks(str(sums), n=8, seed=0, split="heldout")
+    v1 = _publish(engine, tmp_path / "adapters", adapter_template)
+    backend = AdapterAware(good={"actor@v1"})
+    live = LivePolicies({"actor": Policy(backend), "critic": Policy(scripted_bot("always-correct"))})
+    options = GameOptions(turns=1)
+
+    result = asyncio.run(gate_and_deploy(engine, GAME, v1, backend, live, tasks, seed=0, options=options))
+    assert result.promoted and (result.candidate_value, result.baseline_value) == (1.0, 0.0)
+    assert result.baseline == "base" and get_version(engine, "actor@v1").status == "active"
+    assert live()["actor"].adapter == "actor@v1" and "actor@v1" in backend.adapters()
+
+    v2 = _publish(engine, tmp_path / "adapters", adapter_template)  # serves wrong answers
+    result = asyncio.run(gate_and_deploy(engine, GAME, v2, backend, live, tasks, seed=0, options=options))
+    assert not result.promoted and (result.candidate_value, result.baseline_value) == (0.0, 1.0)
+    rejected = get_version(engine, "actor@v2")
+    assert rejected.status == "rejected" and rejected.eval["gate"]["candidate"] == 0.0
+    assert active_version(engine, "actor").name == "actor@v1" and live()["actor"].adapter == "actor@v1"
+
+
+def test_margin_lets_an_equal_candidate_through(tmp_path, adapter_template, sums):
+    engine = open_store(f"sqlite:///{tmp_path / 'm.db'}")
+    tasks = load_tasks(str(sums), n=4, seed=0, split="heldout")
+    v1 = _publish(engine, tmp_path / "adapters", adapter_template)
+    promote(engine, v1.name)
+    v2 = _publish(engine, tmp_path / "adapters", adapter_template)
+    backend = AdapterAware(good={"actor@v1", "actor@v2"})
+    live = LivePolicies({"actor": Policy(backend, adapter="actor@v1"), "critic": Policy(scripted_bot("echo"))})
+    result = asyncio.run(gate_and_deploy(engine, GAME, v2, backend, live, tasks, seed=0,
+                                         options=GameOptions(turns=1), margin=0.0))
+    assert result.promoted and result.candidate_value == result.baseline_value == 1.0
+
+
+def test_hot_deploy_while_episodes_run(tmp_path, adapter_template, sums):
+    """Episodes in flight finish on the version they started with; later ones use the new one."""
+    engine = open_store(f"sqlite:///{tmp_path / 'h.db'}")
+    v1 = _publish(engine, tmp_path / "adapters", adapter_template)
+    backend = AdapterAware(good={"actor@v1"}, delay=0.02)
+    asyncio.run(backend.load_adapter(v1.name, str(v1.path)))
+    live = LivePolicies({"actor": Policy(backend), "critic": Policy(scripted_bot("always-incorrect"))})
+    tasks = load_tasks(str(sums), n=8, seed=0, split="train") * 2
+
+    async def main(recorder):
+        running = asyncio.create_task(play(GAME, tasks, live, recorder, concurrency=4, seed=0,
+                                           options=GameOptions(turns=3, stop_on_correct=False)))
+        await asyncio.sleep(0.1)  # some episodes are mid-way now
+        live.swap("actor", v1.name)
+        return await running
+
+    with Recorder(engine) as recorder:
+        report = asyncio.run(main(recorder))
+    assert all(e.status == "succeeded" for e in report.episodes)
+    served: dict[str, set[str]] = {}
+    for turn in iter_turns(engine, EpisodeFilter(seat="actor")):
+        served.setdefault(turn["episode_id"], set()).add(turn["served_by"])
+    assert all(len(versions) == 1 for versions in served.values())  # no episode mixes versions
+    assert {next(iter(v)) for v in served.values()} == {"scripted:adapter-aware", "actor@v1"}
