@@ -496,6 +496,72 @@ def train(
                   f"`sparring adapters promote {result.adapter.name}`")
 
 
+@app.command()
+def deploy(
+    role: Annotated[str, typer.Argument(help="Role whose newest candidate is gated and deployed.")],
+    candidate: Annotated[str | None, typer.Option(help="A candidate version (default: the newest).")] = None,
+    game: Annotated[str, typer.Option(help="Game the versions are evaluated on.")] = "math-reflection",
+    tasks: Annotated[str, typer.Option(help="Held-out task source.")] = "arithmetic",
+    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each version plays.")] = 64,
+    margin: Annotated[float, typer.Option(min=0.0, help="How much worse than the active version is tolerated.")] = 0.0,
+    turns: Annotated[int, typer.Option(min=1, help="math-reflection turns during evaluation.")] = 3,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 160,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
+    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Gate a candidate against the active version on held-out tasks (same seeds, greedy) and
+    promote it only if it is not worse by more than --margin; otherwise mark it rejected.
+
+    Examples:
+
+    * `sparring deploy actor`
+    * `sparring deploy critic --candidate critic@v4 --eval-tasks 200 --margin 0.01`
+    """
+    from graphs.context import GameOptions
+    from graphs.games import UnknownGameError, get_game
+    from graphs.policies.base import SamplingParams
+    from graphs.tasks import load_tasks
+    from graphs.tasks.base import TaskSourceError
+    from training.deploy import GateError, LivePolicies, gate_and_deploy
+    from training.registry import RegistryError, get_version, list_versions
+
+    settings = settings_or_exit(database_url=db)
+    engine = store_or_exit(settings)
+    try:
+        spec = get_game(game)
+        seat_specs = parse_seat_specs(spec, seat or [])
+        heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
+        chosen = get_version(engine, candidate) if candidate else next(
+            iter(list_versions(engine, role=role, status="candidate")), None)
+    except (UnknownGameError, SeatSpecError, TaskSourceError, RegistryError) as exc:
+        fail(str(exc))
+    if chosen is None:
+        fail(f"role {role!r} has no candidate version; train one with `sparring train sft --role {role}`")
+    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine)
+
+    async def main():
+        try:
+            with err.status(f"evaluating {chosen.name} against the active {role} on {len(heldout)} held-out tasks…"):
+                live = LivePolicies(await factory.policies(seat_specs))
+                return await gate_and_deploy(
+                    engine, spec, chosen, factory.model_backend(), live, heldout, seed=settings.seed,
+                    options=GameOptions(turns=turns), margin=margin, concurrency=concurrency,
+                )
+        finally:
+            await factory.aclose()
+
+    try:
+        result = asyncio.run(main())
+    except (GateError, RegistryError) as exc:
+        fail(str(exc))
+    row = {"candidate": result.candidate, "baseline": result.baseline, "metric": result.metric,
+           "candidate_value": result.candidate_value, "baseline_value": result.baseline_value,
+           "margin": result.margin, "decision": "promoted" if result.promoted else "rejected"}
+    emit([row], fmt, title=f"deploy {role}", console=out)
+
+
 def _registry_call(call, *args, **kwargs):
     from training.registry import RegistryError
 

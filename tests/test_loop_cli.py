@@ -49,7 +49,10 @@ def test_play_train_promote_play_rollback(env):
     assert trained["adapter"] == "actor@v1" and trained["parent"] is None
     listed = json.loads(cli("adapters", "list", "--format", "json"))
     assert [(a["name"], a["status"]) for a in listed] == [("actor@v1", "candidate")]
-    cli("adapters", "promote", "actor@v1")
+    gate = json.loads(cli("deploy", "actor", "--tasks", str(tasks), "--eval-tasks", "2", "--turns", "1",
+                          "--max-new-tokens", "4", "--seat", "critic=scripted:always-correct", "--format", "json"))[0]
+    assert gate["candidate"] == "actor@v1" and gate["baseline"] == "base"
+    assert gate["decision"] == "promoted"  # both score the same on a random model; margin 0 lets it through
 
     summary = json.loads(cli("play", "math-reflection", "-n", "2", "--turns", "1", "--max-new-tokens", "4",
                              "--seat", "critic=scripted:always-correct", "--format", "json").splitlines()[-1])[0]
