@@ -503,7 +503,7 @@ def test_kto_labels_follow_credit(store_with_log, tmp_path: Path) -> None:
 
 def test_sft_keeps_the_best_correct_turns_per_state(store_with_log, tmp_path: Path) -> None:
     engine, log = store_with_log
-    result = build(engine, "sft", "actor", tmp_path)
+    result = build(engine, "sft", "actor", tmp_path, options=SFTOptions(format="messages"))
     actor = {k: p.actor for k, p in log.items()}
     rows = rows_of(result.path)
     assert [r["turn_id"] for r in rows] == [

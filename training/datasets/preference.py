@@ -22,6 +22,7 @@ and ``chosen_reward`` / ``rejected_reward`` (the rewards that ranked the pair). 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -53,18 +54,31 @@ class DPOOptions:
             )
 
 
-@dataclass
-class _Sample:
-    turn: LoggedTurn
-    task_id: str
-    reward: float
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """What a pair row needs of one turn."""
+
+    turn_id: str
+    episode_id: str
+    text: str
+    reward: float | None
 
 
-@dataclass
+def _side(turn: LoggedTurn, reward: float | None) -> _Side:
+    return _Side(turn.turn_id, turn.episode_id, turn.text, reward)
+
+
+@dataclass(slots=True)
 class _Group:
-    prompt: list[dict[str, str]]
-    best: _Sample
-    worst: _Sample
+    """The samples of one state seen so far: their number, the best and the worst. The prompt
+    is kept as JSON text, compact while most groups wait for a second sample."""
+
+    prompt_json: str
+    task_id: str
+    best: _Side
+    worst: _Side
+    best_reward: float
+    worst_reward: float
     size: int = 1
 
 
@@ -115,12 +129,11 @@ class PreferencePairs(Builder[DPOOptions]):
         for group in self._groups.values():
             if group.size == 1:
                 self.skipped["group_single_sample"] += 1
-            elif group.best.reward == group.worst.reward:
+            elif group.best_reward == group.worst_reward:
                 self.skipped["group_equal_rewards"] += 1
             else:
-                best, worst = group.best, group.worst
-                role = self.context.role
-                yield _pair("group", role, group.prompt, best.turn, worst.turn, best.task_id, best.reward, worst.reward)
+                prompt = json.loads(group.prompt_json)
+                yield _pair("group", self.context.role, prompt, group.task_id, group.best, group.worst)
 
     def _refinement_pairs(self, episode: EpisodeLog, turns: list[LoggedTurn]) -> Iterator[Row]:
         checked = [t for t in turns if CORRECT in t.rewards]
@@ -136,12 +149,10 @@ class PreferencePairs(Builder[DPOOptions]):
             yield _pair(
                 "refinement",
                 self.context.role,
-                first.prompt,
-                chosen,
-                rejected,
+                chat(first.prompt),
                 episode.task_id,
-                chosen.rewards[CORRECT],
-                rejected.rewards[CORRECT],
+                _side(chosen, chosen.rewards[CORRECT]),
+                _side(rejected, rejected.rewards[CORRECT]),
             )
 
     def _add_to_groups(self, episode: EpisodeLog, turns: list[LoggedTurn]) -> None:
@@ -151,17 +162,18 @@ class PreferencePairs(Builder[DPOOptions]):
             if reward is None:
                 self.skipped["no_reward"] += 1
                 continue
-            sample = _Sample(turn, episode.task_id, reward)
+            sample = _side(turn, reward)
             key = (turn.seat, prompt_hash(turn.prompt))
             group = self._groups.get(key)
             if group is None:
-                self._groups[key] = _Group(turn.prompt, sample, sample)
+                prompt_json = json.dumps(chat(turn.prompt), ensure_ascii=False)
+                self._groups[key] = _Group(prompt_json, episode.task_id, sample, sample, reward, reward)
                 continue
             group.size += 1
-            if reward > group.best.reward:
-                group.best = sample
-            if reward < group.worst.reward:
-                group.worst = sample
+            if reward > group.best_reward:
+                group.best, group.best_reward = sample, reward
+            if reward < group.worst_reward:
+                group.worst, group.worst_reward = sample, reward
 
     def _judge_pair(self, episode: EpisodeLog, judgment: LoggedJudgment) -> Row | None:
         if judgment.winner_seat is None:
@@ -181,27 +193,16 @@ class PreferencePairs(Builder[DPOOptions]):
         return _pair(
             "judge",
             self.context.role,
-            preferred.messages,
-            preferred,
-            rejected,
+            chat(preferred.messages),
             episode.task_id,
-            preferred.rewards.get(WIN),
-            rejected.rewards.get(WIN),
+            _side(preferred, preferred.rewards.get(WIN)),
+            _side(rejected, rejected.rewards.get(WIN)),
         )
 
 
-def _pair(
-    kind: PairKind,
-    seat: str,
-    prompt: list[dict[str, str]],
-    chosen: LoggedTurn,
-    rejected: LoggedTurn,
-    task_id: str,
-    chosen_reward: float | None,
-    rejected_reward: float | None,
-) -> Row:
+def _pair(kind: PairKind, seat: str, prompt: list[dict[str, str]], task_id: str, chosen: _Side, rejected: _Side) -> Row:
     return {
-        "prompt": chat(prompt),
+        "prompt": prompt,
         "chosen": assistant(chosen.text),
         "rejected": assistant(rejected.text),
         "pair_kind": kind,
@@ -211,6 +212,6 @@ def _pair(
         "rejected_episode_id": rejected.episode_id,
         "chosen_turn_id": chosen.turn_id,
         "rejected_turn_id": rejected.turn_id,
-        "chosen_reward": chosen_reward,
-        "rejected_reward": rejected_reward,
+        "chosen_reward": chosen.reward,
+        "rejected_reward": rejected.reward,
     }

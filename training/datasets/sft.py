@@ -8,12 +8,12 @@ order the states first had a kept turn, best first.
 
 Formats (TRL conversational):
 
-- ``messages`` (default): ``{"messages": prompt messages + the answer as an assistant message}``.
-- ``prompt_completion``: ``{"prompt": messages, "completion": [assistant answer]}``. TRL's
+- ``prompt_completion`` (default): ``{"prompt": messages, "completion": [assistant answer]}``. TRL's
   SFTTrainer then computes the loss on the completion only. Prefer it for roles whose
   prompts hold earlier assistant messages (the math-reflection actor's refinement prompt
   holds its previous, possibly wrong, answer), which ``assistant_only_loss`` on the
   ``messages`` format would also train on.
+- ``messages``: ``{"messages": prompt messages + the answer as an assistant message}``.
 
 Metadata: ``reward`` (the credit), ``episode_id``, ``turn_id``, ``task_id``, ``seat``.
 Counted: ``no_reward``, ``below_threshold``, ``beyond_per_group`` (good turns of a state that
@@ -23,6 +23,7 @@ already had ``per_group`` better or earlier ones).
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -45,7 +46,7 @@ class SFTOptions:
     """the least credit a kept turn has"""
     per_group: int = 1
     """the most turns kept per state"""
-    format: SFTFormat = "messages"
+    format: SFTFormat = "prompt_completion"
 
     def __post_init__(self) -> None:
         if self.per_group < 1:
@@ -60,8 +61,9 @@ class RejectionSampling(Builder[SFTOptions]):
 
     def __init__(self, context: BuildContext, options: SFTOptions) -> None:
         super().__init__(context, options)
-        self._best: dict[tuple[str, str], list[tuple[float, int, Row]]] = {}
-        """state -> min-heap of (credit, -read order, row): the worst kept turn on top"""
+        self._best: dict[tuple[str, str], list[tuple[float, int, str]]] = {}
+        """state -> min-heap of (credit, -read order, row as JSON): the worst kept turn on top;
+        JSON text keeps the rows of the many one-sample states compact until ``finish``"""
         self._read = 0
 
     @staticmethod
@@ -95,7 +97,7 @@ class RejectionSampling(Builder[SFTOptions]):
             }
             self._read += 1
             kept = self._best.setdefault((turn.seat, prompt_hash(turn.prompt)), [])
-            heapq.heappush(kept, (reward, -self._read, row))
+            heapq.heappush(kept, (reward, -self._read, json.dumps(row, ensure_ascii=False)))
             if len(kept) > self.options.per_group:
                 heapq.heappop(kept)
                 self.skipped["beyond_per_group"] += 1
@@ -104,4 +106,4 @@ class RejectionSampling(Builder[SFTOptions]):
     def finish(self) -> Iterator[Row]:
         for kept in self._best.values():
             for _, _, row in sorted(kept, reverse=True):
-                yield row
+                yield json.loads(row)
