@@ -81,3 +81,27 @@ def test_train_errors_are_clear(env):
     assert result.exit_code == 2 and "rpo_alpha" in result.output
     result = runner.invoke(app, ["train", "sft", "--role", "actor", "--dataset", "99"])
     assert result.exit_code == 2 and "no dataset snapshot 99" in result.output
+
+
+def test_retrain_round_trains_gates_and_reports(env):
+    tasks = env / "sums.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 5?", "answer": f"#### {a + 5}"}) + "\n"
+                             for a in range(8)))
+    # earlier logs with right answers and right verdicts, as a better policy would have left them
+    cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks),
+        "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    out = cli("retrain", "--tasks", str(tasks), "--once", "--every-episodes", "4", "--samples", "2",
+              "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1", "--format", "json")
+    rounds, report = (json.loads(line) for line in out.strip().splitlines()[-2:])
+    assert [(r["round"], r["role"]) for r in rounds] == [(1, "actor"), (1, "critic")]
+    assert all(r["status"] in ("promoted", "rejected") and r["rows"] > 0 for r in rounds), rounds
+    assert {r["candidate"] for r in rounds} == {"actor@v1", "critic@v1"}
+    assert [m["metric"] for m in report] == ["pass@turn-1", "pass@final-turn", "majority@N", "critic_accuracy"]
+
+    # the next round reads only what is new: the tiny model's own episodes give no correct rows
+    again = cli("retrain", "--tasks", str(tasks), "--once", "--every-episodes", "4", "--samples", "2",
+                "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1",
+                "--no-report", "--format", "json")
+    second = json.loads(again.strip().splitlines()[-1])
+    assert [r["status"] for r in second] == ["skipped", "skipped"]
+    assert all("no new rows" in r["detail"] for r in second)

@@ -1,0 +1,193 @@
+"""The retrain loop: play, build datasets since the last watermark, train, gate, deploy, repeat.
+
+Each round plays new training episodes with the active adapters, then for each learner role
+builds a snapshot of what is new, trains a candidate from the active version, and gates it on
+held-out tasks (the same tasks and seeds every round). A role whose step fails (no new rows,
+a crashed trainer, a rejected candidate) is recorded in the round's outcome and the loop goes
+on with the active adapters. Every round is a `runs` row whose summary says what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from graphs.context import GameOptions
+from graphs.games import GameSpec
+from graphs.policies.base import Backend
+from graphs.runner import play
+from graphs.tasks import load_tasks
+from graphs.tasks.base import Task
+from storage.models import Episode
+from storage.recorder import Recorder
+from storage.records import RunRecord
+from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot
+from training.deploy import GATE_METRICS, LivePolicies, gate_and_deploy
+from training.jobs import TRAINER_KINDS, run_training_job, trainer_for
+from training.registry import active_version
+
+
+@dataclass(frozen=True)
+class RetrainConfig:
+    """What one retrain loop does each round (every field has a CLI option of the same name)."""
+
+    roles: tuple[str, ...] = ("actor", "critic")
+    """Learner roles trained each round, one adapter each."""
+    trainer: str = "sft"
+    """sft (rejection sampling), dpo, kto or ppo."""
+    every_episodes: int = 64
+    """New training episodes played per round."""
+    every_minutes: float | None = None
+    """Also end a round's play after this many minutes (whichever comes first)."""
+    samples: int = 4
+    """Episodes per task: siblings that share a state, for best-of-group rows and pairs."""
+    tasks: str = "arithmetic"
+    eval_tasks: int = 64
+    """Held-out tasks the gate plays, the same ones (and seeds) every round."""
+    margin: float = 0.0
+    """How much worse than the active version a candidate may be and still be promoted."""
+    concurrency: int = 16
+    train_options: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the trainer config (learning_rate, num_train_epochs, max_steps...)."""
+
+    def __post_init__(self) -> None:
+        if self.trainer not in TRAINER_KINDS:
+            raise ValueError(f"trainer {self.trainer!r} is not one of {', '.join(TRAINER_KINDS)}")
+        unknown = [r for r in self.roles if r not in GATE_METRICS]
+        if not self.roles or unknown:
+            raise ValueError(f"roles {unknown or '(none)'}: choose from {', '.join(GATE_METRICS)}")
+        if self.every_episodes < self.samples:
+            raise ValueError(f"every_episodes ({self.every_episodes}) must be at least samples ({self.samples})")
+        if self.every_minutes is not None and self.every_minutes <= 0:
+            raise ValueError("every_minutes must be positive (or left unset)")
+
+
+@dataclass
+class RoleOutcome:
+    role: str
+    status: str
+    """promoted, rejected, skipped (no new rows) or failed"""
+    detail: str = ""
+    snapshot_id: int | None = None
+    rows: int = 0
+    candidate: str | None = None
+    gate: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RoundOutcome:
+    round: int
+    episodes: int
+    roles: list[RoleOutcome]
+    seconds: float
+
+
+async def retrain_round(
+    engine: Engine,
+    game: GameSpec,
+    backend: Backend,
+    live: LivePolicies,
+    config: RetrainConfig,
+    *,
+    round_index: int,
+    base_model: str,
+    device: str,
+    data_dir: Path,
+    cache_dir: Path,
+    seed: int,
+    options: GameOptions,
+    say: Callable[[str], None] = lambda message: None,
+) -> RoundOutcome:
+    started = time.perf_counter()
+    run_id = uuid.uuid4().hex
+    with Recorder(engine) as recorder:
+        recorder.start_run(RunRecord(run_id, game.name, {"purpose": f"retrain round {round_index}",
+                                                          "config": asdict(config)}, seed, socket.gethostname(),
+                                     os.getpid()))
+        try:
+            episodes = await _play_training_episodes(engine, game, live, recorder, config, run_id=run_id,
+                                                     round_index=round_index, seed=seed, options=options, say=say)
+        except BaseException:
+            recorder.abort_running(run_id, f"retrain round {round_index} was interrupted")
+            recorder.finish_run(run_id, "interrupted", {"round": round_index})
+            raise
+        outcomes = []
+        for role in config.roles:
+            outcome = await _train_and_gate(engine, game, backend, live, config, role, base_model=base_model,
+                                            device=device, data_dir=data_dir, cache_dir=cache_dir, seed=seed,
+                                            options=options, say=say)
+            outcomes.append(outcome)
+        result = RoundOutcome(round_index, episodes, outcomes, time.perf_counter() - started)
+        recorder.finish_run(run_id, "finished", {"round": round_index, "episodes": episodes,
+                                                 "roles": [asdict(o) for o in outcomes]})
+    return result
+
+
+async def _play_training_episodes(engine, game, live, recorder, config: RetrainConfig, *, run_id, round_index, seed,
+                                  options, say) -> int:
+    """Play the round's training episodes in waves until enough are played or time is up."""
+    say(f"round {round_index}: playing {config.every_episodes} training episodes")
+    distinct = _fresh_tasks(engine, game.name, config, seed)
+    pending = [t for t in distinct for _ in range(config.samples)][: config.every_episodes]
+    deadline = None if config.every_minutes is None else time.monotonic() + 60 * config.every_minutes
+    played = 0
+    while pending and (deadline is None or time.monotonic() < deadline):
+        wave, pending = pending[: max(config.concurrency, config.samples)], pending[max(config.concurrency, config.samples):]
+        report = await play(game, wave, live, recorder, concurrency=config.concurrency,
+                            seed=seed + 1000 * round_index + played, options=options, run_id=run_id)
+        played += len(report.episodes)
+    return played
+
+
+def _fresh_tasks(engine: Engine, game: str, config: RetrainConfig, seed: int) -> list[Task]:
+    """Training tasks no earlier round played (read from the store, so cron runs differ too);
+    when the source is used up, tasks repeat."""
+    wanted = max(1, config.every_episodes // config.samples)
+    with engine.connect() as conn:
+        played = set(conn.execute(
+            select(Episode.task_id).where(Episode.game == game, Episode.split == "train").distinct()
+        ).scalars())
+    candidates = load_tasks(config.tasks, n=len(played) + wanted, seed=seed, split="train")
+    fresh = [t for t in candidates if t.id not in played]
+    return (fresh or candidates)[:wanted]
+
+
+async def _train_and_gate(
+    engine, game, backend, live, config: RetrainConfig, role: str, *, base_model, device, data_dir, cache_dir, seed,
+    options, say,
+) -> RoleOutcome:
+    outcome = RoleOutcome(role, "failed")
+    try:
+        snapshot = build_snapshot(engine, config.trainer, role, game=game.name, base_model=base_model,
+                                  out_dir=data_dir / "datasets", since="latest", log_filter=LogFilter(split="train"),
+                                  seed=seed)
+        outcome.snapshot_id, outcome.rows = snapshot.id, snapshot.row_count
+        rows = load_snapshot(engine, snapshot.id, role=role, base_model=base_model, kind=config.trainer)
+        _, config_type = trainer_for(config.trainer)
+        train_config = config_type(model=base_model, device=device, seed=seed, **config.train_options)
+        say(f"training {role} ({config.trainer}) on {snapshot.row_count} rows")
+        job = run_training_job(engine, kind=config.trainer, role=role, rows=rows, config=train_config,
+                               adapters_root=data_dir / "adapters", cache_dir=cache_dir,
+                               parent=active_version(engine, role), dataset_snapshot_id=snapshot.id)
+        outcome.candidate = job.adapter.name
+        say(f"gating {job.adapter.name} on {config.eval_tasks} held-out tasks")
+        heldout = load_tasks(config.tasks, n=config.eval_tasks, seed=seed, split="heldout")
+        gate = await gate_and_deploy(engine, game, job.adapter, backend, live, heldout, seed=seed,
+                                     options=options, margin=config.margin, concurrency=config.concurrency)
+        outcome.gate = gate.figures()
+        outcome.status = "promoted" if gate.promoted else "rejected"
+        outcome.detail = f"{gate.metric} {gate.candidate_value:.3f} vs {gate.baseline} {gate.baseline_value:.3f}"
+    except DatasetError as exc:
+        outcome.status, outcome.detail = "skipped", str(exc)
+    except Exception as exc:  # a failed role is recorded; the loop goes on with the active adapters
+        outcome.detail = f"{type(exc).__name__}: {exc}"
+    say(f"{role}: {outcome.status} {outcome.detail}")
+    return outcome
