@@ -47,7 +47,7 @@ SEQUENTIAL_PROMPTS = 4
 
 
 def raw_tokens_per_s(backend: InProcessBackend, tasks, size: int, max_new_tokens: int) -> float:
-    model, tokenizer = backend._model, backend._tokenizer  # the bench measures the same weights
+    model, tokenizer = backend.model, backend.tokenizer  # the bench measures the same weights
     prompts = [actor_messages(t.question) for t in tasks]
     batches = [prompts[i : i + 1] for i in range(SEQUENTIAL_PROMPTS)] if size == 1 else [prompts[:size]]
     raw_generate(model, tokenizer, batches[0], 4)  # warm-up

@@ -159,6 +159,16 @@ class InProcessBackend:
         lm, tokenizer = load_model(model, cache_dir=cache_dir, device=device)
         return cls(lm, tokenizer, model_name=model, max_batch_size=max_batch_size)
 
+    @property
+    def model(self) -> torch.nn.Module:
+        """The model served: the base model, or PEFT's wrapper of it while adapters are loaded.
+        The worker thread uses it; touch it only while no request or adapter call is pending."""
+        return self._model
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._tokenizer
+
     # ----------------------------------------------------------------------------- public API
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
