@@ -1,0 +1,1 @@
+"""The CLI commands, one module per family; app.cli assembles them."""

@@ -1,0 +1,45 @@
+"""What every command shares: consoles, errors that exit, settings and the store."""
+
+from __future__ import annotations
+
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from app.output import Format
+from app.settings import Settings, SettingsError, load_settings
+
+err = Console(stderr=True)
+out = Console()
+
+DbOption = Annotated[
+    str | None, typer.Option("--db", help="Database URL; overrides SPARRING_DATABASE_URL.", show_default=False)
+]
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def settings_or_exit(**overrides: object) -> Settings:
+    try:
+        return load_settings(**overrides)
+    except SettingsError as exc:
+        fail(str(exc))
+
+
+def store_or_exit(settings: Settings):
+    from storage.engine import DatabaseError, open_store
+
+    try:
+        return open_store(settings.database_url)
+    except DatabaseError as exc:
+        fail(str(exc))
+
+
+def engine_or_exit(db: str | None):
+    """The store named by --db (or the settings), migrated; exits with a clear error."""
+    return store_or_exit(settings_or_exit(database_url=db))

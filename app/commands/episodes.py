@@ -1,0 +1,172 @@
+"""Query and export what was logged: `sparring episodes list|show`, `sparring export`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, out
+from app.output import Format, emit
+
+episodes_app = typer.Typer(help="Query logged episodes.", no_args_is_help=True)
+
+
+def _parse_since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"--since {value!r}: expected an ISO date or time, e.g. 2026-11-21 or 2026-11-21T14:00")
+
+
+@episodes_app.command("list")
+def episodes_list(
+    game: Annotated[str | None, typer.Option(help="Only this game.")] = None,
+    status: Annotated[str | None, typer.Option(help="running, succeeded, failed or timeout.")] = None,
+    seat: Annotated[str | None, typer.Option(help="Only episodes with a turn from this seat.")] = None,
+    policy: Annotated[
+        str | None, typer.Option(help="Only episodes where a turn's policy/adapter contains this.")
+    ] = None,
+    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    min_reward: Annotated[float | None, typer.Option(help="Reward at least this.")] = None,
+    max_reward: Annotated[float | None, typer.Option(help="Reward at most this.")] = None,
+    since: Annotated[str | None, typer.Option(help="Started at or after this ISO time.")] = None,
+    sort: Annotated[
+        str, typer.Option(help="Sort key, '-' for descending: started_at, reward, num_turns…")
+    ] = "-started_at",
+    limit: Annotated[int, typer.Option(min=1, help="Rows per page.")] = 20,
+    page: Annotated[int, typer.Option(min=1, help="Page number.")] = 1,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """List logged episodes with filters, sorting and paging.
+
+    Examples:
+
+    * `sparring episodes list --game math-reflection --status failed`
+    * `sparring episodes list --min-reward 1 --sort -finished_at --limit 50 --page 2`
+    * `sparring episodes list --seat critic --format jsonl > episodes.jsonl`
+    """
+    from storage.queries import EpisodeFilter, list_episodes
+
+    engine = engine_or_exit(db)
+    flt = EpisodeFilter(
+        game=game,
+        status=status,
+        seat=seat,
+        policy=policy,
+        run_id=run,
+        min_reward=min_reward,
+        max_reward=max_reward,
+        since=_parse_since(since),
+    )
+    try:
+        result = list_episodes(engine, flt, sort=sort, limit=limit, offset=(page - 1) * limit)
+    except ValueError as exc:
+        fail(str(exc))
+    pages = max(1, -(-result.total // limit))
+    rows = [{**row, "id": row["id"][:12] if fmt == Format.table else row["id"]} for row in result.items]
+    emit(
+        rows,
+        fmt,
+        columns=["id", "game", "task_id", "status", "reward", "num_turns", "started_at", "error_stage"],
+        title="episodes",
+        caption=f"page {page}/{pages} · {result.total} matching",
+    )
+
+
+@episodes_app.command("show")
+def episodes_show(
+    episode_id: Annotated[str, typer.Argument(help="Episode id or a unique prefix of it.")],
+    tokens: Annotated[bool, typer.Option(help="Also print token ids and logprobs.")] = False,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Show one episode turn by turn, with seats, rewards and judgments.
+
+    Examples:
+
+    * `sparring episodes show 3f2a9c`
+    * `sparring episodes show 3f2a9c --format json | jq .turns[0]`
+    """
+    from storage.queries import get_episode
+
+    engine = engine_or_exit(db)
+    try:
+        episode = get_episode(engine, episode_id)
+    except KeyError as exc:
+        fail(exc.args[0])
+    if fmt != Format.table:
+        emit([episode], fmt)
+        return
+    _render_episode(episode, tokens)
+
+
+def _render_episode(episode: dict, tokens: bool) -> None:
+    from rich.panel import Panel
+
+    task = episode.get("task") or {}
+    out.print(
+        Panel(
+            f"[bold]{task.get('question', '')}[/]\n\nground truth: {task.get('answer')}",
+            title=f"episode {episode['id']} · {episode['game']} · {episode['status']} · reward {episode.get('reward')}",
+        )
+    )
+    if episode.get("error"):
+        out.print(f"[red]error at {episode.get('error_stage')}: {episode['error']}[/]")
+    rewards_by_turn: dict[str | None, list[str]] = {}
+    for r in episode.get("rewards", []):
+        rewards_by_turn.setdefault(r.get("turn_id"), []).append(f"{r['name']}={r['value']:g}")
+    for turn in episode.get("turns", []):
+        header = (
+            f"#{turn['idx']} round {turn['round']} · {turn['seat']} ({turn['seat_kind']}) · {turn['served_by']}"
+            f" · {turn['completion_tokens']} tokens · {turn['latency_ms']:.0f} ms"
+        )
+        extra = rewards_by_turn.get(turn["id"], [])
+        if turn.get("parsed") is False:
+            extra.append("unparsed")
+        body = turn["response"]
+        if tokens:
+            body += f"\n\n[dim]token ids {turn['completion_token_ids']}\nlogprobs {turn['logprobs']}[/]"
+        out.print(Panel(body, title=header, subtitle=" ".join(extra) or None, title_align="left"))
+    for j in episode.get("judgments", []):
+        out.print(Panel(j["rationale"], title=f"judgment by {j['judge_seat']}: winner {j['winner_seat'] or 'tie'}"))
+    episode_rewards = rewards_by_turn.get(None)
+    if episode_rewards:
+        out.print("episode rewards: " + " ".join(episode_rewards))
+
+
+def export(
+    path: Annotated[Path, typer.Argument(help="Output file (.jsonl or .parquet).")],
+    level: Annotated[str, typer.Option(help="'episodes' (nested turns) or 'turns' (one flat row per turn).")] = "turns",
+    game: Annotated[str | None, typer.Option(help="Only this game.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only this status.")] = None,
+    seat: Annotated[str | None, typer.Option(help="Only episodes with a turn from this seat.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    since: Annotated[str | None, typer.Option(help="Started at or after this ISO time.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Export logged episodes or turns to JSONL or Parquet (format from the file suffix).
+
+    Examples:
+
+    * `sparring export turns.parquet --game math-reflection`
+    * `sparring export episodes.jsonl --level episodes --status succeeded`
+    """
+    from storage.export import export as export_rows
+    from storage.queries import EpisodeFilter
+
+    suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".parquet"):
+        fail(f"{path}: use a .jsonl or .parquet file name")
+    if level not in ("episodes", "turns"):
+        fail(f"--level {level!r}: use 'episodes' or 'turns'")
+    engine = engine_or_exit(db)
+    flt = EpisodeFilter(game=game, status=status, seat=seat, run_id=run, since=_parse_since(since))
+    with err.status(f"exporting {level} to {path}…"):
+        count = export_rows(engine, flt, path, fmt=suffix[1:], level=level)
+    err.print(f"wrote {count} {level} to {path}")

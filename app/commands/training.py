@@ -1,0 +1,408 @@
+"""The training loop's commands: datasets build, train, deploy, retrain."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.output import Format, emit
+from app.settings import Settings
+from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
+
+datasets_app = typer.Typer(help="Build training datasets from the logs.", no_args_is_help=True)
+
+
+def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, split: str | None):
+    from training.datasets import EmptyDatasetError, LogFilter, build_snapshot
+
+    try:
+        with err.status(f"building {kind} rows for {role} from {game} logs…"):
+            return build_snapshot(
+                engine,
+                kind,
+                role,
+                game=game,
+                base_model=settings.model,
+                out_dir=settings.data_dir / "datasets",
+                since=None if since == "all" else "latest",
+                log_filter=LogFilter(split=split),
+                seed=settings.seed,
+            )
+    except EmptyDatasetError as exc:
+        fail(str(exc))
+
+
+@datasets_app.command("build")
+def datasets_build(
+    kind: Annotated[str, typer.Argument(help="dpo, kto, ppo, sft or reward.")],
+    role: Annotated[str, typer.Option(help="The learner role (seat) the rows train.")],
+    game: Annotated[str, typer.Option(help="Game whose logs are read.")] = "math-reflection",
+    since: Annotated[str, typer.Option(help="'latest': only what is newer than the last snapshot; 'all'.")] = "latest",
+    split: Annotated[str | None, typer.Option(help="Only episodes of this task split.")] = "train",
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Build a dataset snapshot (TRL conversational JSONL) for one role from the logs.
+
+    Examples:
+
+    * `sparring datasets build sft --role actor`
+    * `sparring datasets build dpo --role critic --since all --format json`
+    """
+    if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
+        fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
+    if since not in ("latest", "all"):
+        fail(f"--since {since!r}: use 'latest' or 'all'")
+    settings = settings_or_exit(database_url=db)
+    snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, split)
+    row = {
+        "snapshot": snapshot.id,
+        "kind": str(snapshot.kind),
+        "role": role,
+        "rows": snapshot.row_count,
+        "episodes_read": snapshot.episodes_read,
+        "skipped": snapshot.skipped,
+        "path": str(snapshot.path),
+    }
+    emit([row], fmt, title="dataset snapshot")
+
+
+def train(
+    kind: Annotated[str, typer.Argument(help="Trainer: sft, dpo, kto or ppo.")],
+    role: Annotated[str, typer.Option(help="The learner role whose adapter is trained.")],
+    dataset: Annotated[int | None, typer.Option(help="Snapshot id; default: build one from new logs.")] = None,
+    game: Annotated[str, typer.Option(help="Game whose logs are read when building.")] = "math-reflection",
+    learning_rate: Annotated[float | None, typer.Option(help="Default: the trainer's.")] = None,
+    epochs: Annotated[float | None, typer.Option(help="Passes over the dataset.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Stop after this many optimiser steps.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Rows per device per step.")] = None,
+    beta: Annotated[float | None, typer.Option(help="dpo/kto: strength of the tie to the reference.")] = None,
+    rpo_alpha: Annotated[float | None, typer.Option(help="dpo: weight of an NLL term on the chosen side.")] = None,
+    report_to: Annotated[
+        str | None, typer.Option(help="sft/dpo/kto: tensorboard, mlflow, wandb… (default none).")
+    ] = None,
+    fresh: Annotated[bool, typer.Option(help="Start a new adapter instead of continuing the active one.")] = False,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Train a LoRA adapter for one role and publish it as a candidate version.
+
+    The adapter continues from the role's active version unless `--fresh`. Promote it with
+    `sparring adapters promote ROLE@vN`.
+
+    Examples:
+
+    * `sparring train sft --role actor`
+    * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
+    * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
+    """
+    from training.jobs import TRAINER_KINDS, TrainingJobError, run_training_job, trainer_for
+
+    if kind not in TRAINER_KINDS:
+        fail(f"unknown trainer {kind!r}; trainers: {', '.join(TRAINER_KINDS)}")
+    settings = settings_or_exit(database_url=db)
+    engine = store_or_exit(settings)
+    _, config_type = trainer_for(kind)
+    options = {
+        "learning_rate": learning_rate,
+        "num_train_epochs": epochs,
+        "max_steps": max_steps,
+        "per_device_train_batch_size": batch_size,
+        "beta": beta,
+        "rpo_alpha": rpo_alpha,
+        "report_to": report_to,
+    }
+    fields = config_type.__dataclass_fields__
+    unknown = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None and k not in fields]
+    if unknown:
+        fail(f"{', '.join(unknown)} does not apply to the {kind} trainer")
+    try:
+        config = config_type(
+            model=settings.model,
+            device=settings.device,
+            seed=settings.seed,
+            **{k: v for k, v in options.items() if v is not None},
+        )
+    except ValueError as exc:
+        fail(str(exc))
+
+    from training.datasets import DatasetError, load_snapshot
+    from training.registry import active_version
+
+    snapshot_id = dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", "train").id
+    try:
+        rows = load_snapshot(engine, snapshot_id, role=role, base_model=settings.model, kind=kind)
+    except DatasetError as exc:
+        fail(str(exc))
+    parent = None if fresh else active_version(engine, role)
+    progress = Progress(
+        TextColumn(f"[bold]train {kind} {role}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+    )
+    with progress:
+        bar = progress.add_task("train", total=None)
+        try:
+            result = run_training_job(
+                engine,
+                kind=kind,
+                role=role,
+                rows=rows,
+                config=config,
+                adapters_root=settings.data_dir / "adapters",
+                cache_dir=settings.cache_dir,
+                parent=parent,
+                dataset_snapshot_id=snapshot_id,
+                progress=lambda step, total: progress.update(bar, completed=step, total=total),
+            )
+        except TrainingJobError as exc:
+            fail(str(exc), code=1)
+    row = {
+        "adapter": result.adapter.name,
+        "job": result.job_id,
+        "dataset": snapshot_id,
+        "rows": len(rows),
+        "parent": parent.name if parent else None,
+        **result.metrics,
+    }
+    emit(
+        [row] if fmt != Format.table else [{"metric": k, "value": v} for k, v in row.items()],
+        fmt,
+        title="training job",
+        console=out,
+    )
+    if fmt == Format.table:
+        err.print(
+            f"published {result.adapter.name} as a candidate; promote it with "
+            f"`sparring adapters promote {result.adapter.name}`"
+        )
+
+
+def deploy(
+    role: Annotated[str, typer.Argument(help="Role whose newest candidate is gated and deployed.")],
+    candidate: Annotated[str | None, typer.Option(help="A candidate version (default: the newest).")] = None,
+    game: Annotated[str, typer.Option(help="Game the versions are evaluated on.")] = "math-reflection",
+    tasks: Annotated[str, typer.Option(help="Held-out task source.")] = "arithmetic",
+    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each version plays.")] = 64,
+    margin: Annotated[float, typer.Option(min=0.0, help="How much worse than the active version is tolerated.")] = 0.0,
+    turns: Annotated[int, typer.Option(min=1, help="math-reflection turns during evaluation.")] = 3,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 160,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
+    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Gate a candidate against the active version on held-out tasks (same seeds, greedy) and
+    promote it only if it is not worse by more than --margin; otherwise mark it rejected.
+
+    Examples:
+
+    * `sparring deploy actor`
+    * `sparring deploy critic --candidate critic@v4 --eval-tasks 200 --margin 0.01`
+    """
+    from graphs.context import GameOptions
+    from graphs.games import UnknownGameError, get_game
+    from graphs.policies.base import SamplingParams
+    from graphs.tasks import load_tasks
+    from graphs.tasks.base import TaskSourceError
+    from training.deploy import GateError, LivePolicies, gate_and_deploy
+    from training.registry import RegistryError, get_version, list_versions
+
+    settings = settings_or_exit(database_url=db)
+    engine = store_or_exit(settings)
+    try:
+        spec = get_game(game)
+        seat_specs = parse_seat_specs(spec, seat or [])
+        heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
+        chosen = (
+            get_version(engine, candidate)
+            if candidate
+            else next(iter(list_versions(engine, role=role, status="candidate")), None)
+        )
+    except (UnknownGameError, SeatSpecError, TaskSourceError, RegistryError) as exc:
+        fail(str(exc))
+    if chosen is None:
+        fail(f"role {role!r} has no candidate version; train one with `sparring train sft --role {role}`")
+    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine)
+
+    async def main():
+        try:
+            with err.status(f"evaluating {chosen.name} against the active {role} on {len(heldout)} held-out tasks…"):
+                live = LivePolicies(await factory.policies(seat_specs))
+                return await gate_and_deploy(
+                    engine,
+                    spec,
+                    chosen,
+                    factory.model_backend(),
+                    live,
+                    heldout,
+                    seed=settings.seed,
+                    options=GameOptions(turns=turns),
+                    margin=margin,
+                    concurrency=concurrency,
+                )
+        finally:
+            await factory.aclose()
+
+    try:
+        result = asyncio.run(main())
+    except (GateError, RegistryError) as exc:
+        fail(str(exc))
+    row = {
+        "candidate": result.candidate,
+        "baseline": result.baseline,
+        "metric": result.metric,
+        "candidate_value": result.candidate_value,
+        "baseline_value": result.baseline_value,
+        "margin": result.margin,
+        "decision": "promoted" if result.promoted else "rejected",
+    }
+    emit([row], fmt, title=f"deploy {role}", console=out)
+
+
+REPORT_METRICS = ("pass@turn-1", "pass@final-turn", "majority@N", "critic_accuracy")
+
+
+def retrain(
+    game: Annotated[str, typer.Option(help="Game played and trained on.")] = "math-reflection",
+    roles: Annotated[str, typer.Option(help="Comma-separated learner roles, one adapter each.")] = "actor,critic",
+    trainer: Annotated[str, typer.Option(help="sft (rejection sampling), dpo, kto or ppo.")] = "sft",
+    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 64,
+    every_minutes: Annotated[float | None, typer.Option(help="Also end a round's play after T minutes.")] = None,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds to run.")] = 1,
+    once: Annotated[bool, typer.Option(help="One round, then exit (for cron).")] = False,
+    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (siblings for group rows).")] = 4,
+    tasks: Annotated[
+        str, typer.Option(help="Task source (train split to play, heldout split to gate).")
+    ] = "arithmetic",
+    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks for the gate and the report.")] = 64,
+    margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
+    turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers.")] = 3,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature while playing.")] = 0.7,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 160,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
+    learning_rate: Annotated[float | None, typer.Option(help="Trainer learning rate (default: the trainer's).")] = None,
+    epochs: Annotated[float | None, typer.Option(help="Trainer epochs per round.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Trainer steps per round (overrides epochs).")] = None,
+    report: Annotated[bool, typer.Option(help="Evaluate before the first and after the last round.")] = True,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Play, build datasets since the last watermark, train each role, gate, deploy; repeat.
+
+    A round whose step fails for a role (no new rows, a crashed trainer, a rejected candidate)
+    is recorded and the loop goes on with the active adapters.
+
+    Examples:
+
+    * `sparring retrain --roles actor,critic --every-episodes 64 --rounds 3`
+    * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
+    """
+    from graphs.context import GameOptions
+    from graphs.games import UnknownGameError, get_game
+    from graphs.policies.base import SamplingParams
+    from graphs.tasks import load_tasks
+    from graphs.tasks.base import TaskSourceError
+    from training.deploy import LivePolicies, evaluate
+    from training.loop import RetrainConfig, retrain_round
+
+    settings = settings_or_exit(database_url=db)
+    train_options = {
+        k: v
+        for k, v in {"learning_rate": learning_rate, "num_train_epochs": epochs, "max_steps": max_steps}.items()
+        if v is not None
+    }
+    try:
+        spec = get_game(game)
+        config = RetrainConfig(
+            roles=tuple(r.strip() for r in roles.split(",") if r.strip()),
+            trainer=trainer,
+            every_episodes=every_episodes,
+            every_minutes=every_minutes,
+            samples=samples,
+            tasks=tasks,
+            eval_tasks=eval_tasks,
+            margin=margin,
+            concurrency=concurrency,
+            train_options=train_options,
+        )
+        options = GameOptions(turns=turns)
+        heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
+        seat_specs = parse_seat_specs(spec, [])
+    except (UnknownGameError, TaskSourceError, SeatSpecError, ValueError) as exc:
+        fail(str(exc))
+    engine = store_or_exit(settings)
+    factory = PolicyFactory(settings, SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens), engine)
+    total_rounds = 1 if once else rounds
+
+    async def main():
+        try:
+            with err.status("loading models…"):
+                live = LivePolicies(await factory.policies(seat_specs))
+            common = {"seed": settings.seed, "options": options, "concurrency": concurrency}
+            before = after = None
+            if report:
+                with err.status(f"evaluating the active adapters on {len(heldout)} held-out tasks…"):
+                    before = await evaluate(engine, spec, heldout, live(), label="retrain: before", **common)
+            outcomes = []
+            for index in range(1, total_rounds + 1):
+                outcomes.append(
+                    await retrain_round(
+                        engine,
+                        spec,
+                        factory.model_backend(),
+                        live,
+                        config,
+                        round_index=index,
+                        base_model=settings.model,
+                        device=settings.device,
+                        data_dir=settings.data_dir,
+                        cache_dir=settings.cache_dir,
+                        seed=settings.seed,
+                        options=options,
+                        say=lambda message: err.print(f"[dim]{message}[/]"),
+                    )
+                )
+            if report:
+                with err.status(f"evaluating the new adapters on {len(heldout)} held-out tasks…"):
+                    after = await evaluate(engine, spec, heldout, live(), label="retrain: after", **common)
+            return outcomes, before, after
+        finally:
+            await factory.aclose()
+
+    try:
+        outcomes, before, after = asyncio.run(main())
+    except KeyboardInterrupt:
+        err.print("interrupted: every committed episode, dataset and adapter is kept")
+        raise typer.Exit(130) from None
+    rows = [
+        {
+            "round": o.round,
+            "episodes": o.episodes,
+            "role": r.role,
+            "status": r.status,
+            "rows": r.rows,
+            "candidate": r.candidate,
+            "detail": r.detail,
+            "seconds": round(o.seconds),
+        }
+        for o in outcomes
+        for r in o.roles
+    ]
+    emit(
+        rows,
+        fmt,
+        columns=["round", "episodes", "role", "status", "rows", "candidate", "detail", "seconds"],
+        title="retrain rounds",
+        console=out,
+    )
+    if before is not None and after is not None:
+        table = [{"metric": m, "before": before.get(m), "after": after.get(m)} for m in REPORT_METRICS if m in before]
+        emit(table, fmt, title=f"held-out {spec.name}, {len(heldout)} tasks, greedy", console=out)
