@@ -40,7 +40,9 @@ from graphs.judges.verifier import is_correct
         ("Answer: <number>", None),  # the prompt's placeholder echoed back
         ("Answer: I don't know", None),
         ("Answer:", None),
-        ("the answer is 5", None),
+        ("the answer is 5", "5"),  # no answer line: the last number (flexible extract)
+        ("So the total is 18 + 9 = 27 pages.", "27"),
+        ("It costs $1,200.", "1200"),
         ("", None),
         ("no answer here at all", None),
     ],

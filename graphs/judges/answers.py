@@ -2,7 +2,9 @@
 
 The games ask for a closing line "Answer: <x>". Small models decorate it (``**Answer:** $1,000$.``,
 ``Answer: 12 apples``, ``Answer: 3 + 4 = 7``), so the value is cleaned before it is judged; a
-response without such a line may still carry a ``\\boxed{}`` answer.
+response without such a line may still carry a ``\\boxed{}`` answer, and one with neither
+is read for its last number (the "flexible extract" of GSM8K evaluations): a 135M model often
+works the sum out ("18 + 9 = 27 pages.") and forgets the closing line.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 
 def extract_answer(text: str) -> str | None:
     """The final answer in ``text``: the value of the last "Answer:" line, else the last
-    ``\\boxed{}``; None when neither gives anything that looks like an answer.
+    ``\\boxed{}``, else the last number; None when there is none of these.
 
     Numbers come back plain (``"$1,000."`` -> ``"1000"``); anything else comes back as
     cleaned LaTeX (``"$\\frac{1}{2}$"`` -> ``"\\frac{1}{2}"``) for the verifier to compare.
@@ -33,7 +35,10 @@ def extract_answer(text: str) -> str | None:
         if value is not None:
             return value
     boxed = last_boxed(text)
-    return None if boxed is None else _clean(boxed)
+    if boxed is not None:
+        return _clean(boxed)
+    numbers = _WHOLE_NUMBER.findall(text)
+    return numbers[-1].replace(",", "") if numbers else None
 
 
 def _value_after(text: str, start: int) -> str:

@@ -12,11 +12,17 @@ verifier must not be able to stop training by writing a power tower.
 
 from __future__ import annotations
 
+import logging
 import re
 from decimal import Decimal, InvalidOperation
 
 import sympy
 from math_verify import parse, verify
+
+# With its timeouts off, math-verify warns once per process that the caller must guard against
+# hangs; the guard is MAX_EXPONENT below, so the warning would only alarm users of `play`.
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).setLevel(logging.ERROR)
 
 MAX_EXPONENT = 10_000
 """Largest numeric exponent (and factorial argument) the verifier agrees to evaluate."""
