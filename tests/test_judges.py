@@ -155,7 +155,11 @@ def test_is_correct_works_off_the_main_thread() -> None:
         ("verdict: **CORRECT**.", True),
         ("Verdict: `incorrect`", False),
         ("Verdict: incorrect\nOn second thought...\nVerdict: correct", True),
-        ("The answer is correct.", None),
+        ("The answer is correct.", True),  # no verdict line: a sentence judging the solution
+        ("The proposed solution is incorrect. The correct answer is: 0", False),
+        ("The original answer was not correct.", False),
+        ("The solution is **right**", True),
+        ("The correct answer is: 0.", None),  # says what is right, judges nothing
         ("Verdict: correctly done", None),
         ("", None),
     ],
