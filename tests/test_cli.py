@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
@@ -89,6 +90,14 @@ def test_bad_seat_spec(db):
 def test_unknown_scripted_bot_lists_the_bots(db):
     result = invoke("play", "math-reflection", "--seat", "critic=scripted:oracle")
     assert result.exit_code == 2 and "oracle" in result.output and "always-correct" in result.output
+
+
+def test_samples_split_the_episodes_between_tasks(db):
+    result = invoke("play", "math-reflection", "-n", "5", "--samples", "2", "--turns", "1", "--format", "json",
+                    *SCRIPTED)
+    assert json.loads(result.stdout.strip().splitlines()[-1])[0]["episodes"] == 5
+    rows = json.loads(invoke("episodes", "list", "--format", "json").stdout)
+    assert sorted(Counter(r["task_id"] for r in rows).values()) == [1, 2, 2]
 
 
 def test_play_list_show_export(db, tmp_path):

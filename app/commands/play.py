@@ -33,7 +33,7 @@ def games(fmt: FormatOption = Format.table) -> None:
 
 def play(
     game: Annotated[str, typer.Argument(help="Game to play; `sparring games` lists them.")],
-    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Number of tasks to play.")] = 16,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes to play.")] = 16,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
     turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers (1 + refinements).")] = 3,
     rounds: Annotated[int, typer.Option(min=1, help="debate: rounds in which both debaters speak.")] = 2,
@@ -76,12 +76,12 @@ def play(
         seat_specs = parse_seat_specs(spec, seat or [])
         options = GameOptions(turns=turns, rounds=rounds, stop_on_correct=stop_on_correct)
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
-        task_list = load_tasks(tasks, n=episodes, seed=settings.seed, split=split)
+        task_list = load_tasks(tasks, n=-(-episodes // samples), seed=settings.seed, split=split)
     except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
         fail(str(exc))
     if not task_list:
         fail(f"task source {tasks!r} gave no tasks")
-    task_list = [t for t in task_list for _ in range(samples)]
+    task_list = [t for t in task_list for _ in range(samples)][:episodes]
 
     from graphs.runner import play as play_games
     from storage.recorder import Recorder, mark_orphans
