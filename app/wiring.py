@@ -49,8 +49,8 @@ def parse_seat_specs(game: GameSpec, specs: list[str]) -> dict[str, str]:
 class PolicyFactory:
     """Builds policies, sharing one in-process backend (one base model) between seats.
 
-    A learner seat given 'model' plays with the active adapter of its role (the seat name),
-    so games after a deploy are played by the improved agents.
+    A seat given 'model' plays with the active adapter of the role of the same name, if the
+    registry has one, so games after a deploy are played by the improved agents.
     """
 
     settings: Settings
