@@ -1,6 +1,7 @@
 """LoRA trainers: one adapter per learner role, trained on a frozen base model.
 
-``train_sft``, ``train_dpo`` and ``train_kto`` configure TRL's trainers; ``train_ppo`` is an
+``train_sft``, ``train_dpo`` and ``train_kto`` configure TRL's trainers, ``train_grpo`` runs
+TRL's GRPO online on rollouts of a game; ``train_ppo`` is an
 offline clipped policy-gradient update on logged samples (TRL 1.16 has no PPOTrainer). Each
 takes the rows of the matching dataset builder (``training.datasets``), a config
 (``X_config.py`` beside ``X.py``), the role, a new output folder and optionally a parent
@@ -21,6 +22,8 @@ from training.trainers.errors import (
     TrainerError,
     TrainingDivergedError,
 )
+from training.trainers.grpo import train_grpo
+from training.trainers.grpo_config import GRPOTrainingConfig
 from training.trainers.kto import train_kto
 from training.trainers.kto_config import KTOTrainingConfig
 from training.trainers.lora import LoraSettings
@@ -38,6 +41,7 @@ __all__ = [
     "DPOTrainingConfig",
     "DatasetColumnsError",
     "EmptyTrainingDataError",
+    "GRPOTrainingConfig",
     "KTOTrainingConfig",
     "LoraSettings",
     "OutputExistsError",
@@ -54,6 +58,7 @@ __all__ = [
     "completion_logprobs",
     "read_metadata",
     "train_dpo",
+    "train_grpo",
     "train_kto",
     "train_ppo",
     "train_sft",
