@@ -105,3 +105,14 @@ def test_retrain_round_trains_gates_and_reports(env):
     second = json.loads(again.strip().splitlines()[-1])
     assert [r["status"] for r in second] == ["skipped", "skipped"]
     assert all("no new rows" in r["detail"] for r in second)
+
+
+def test_train_grpo_plays_the_game_and_publishes_a_candidate(env):
+    tasks = env / "sums.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 2?", "answer": f"#### {a + 2}"}) + "\n"
+                             for a in range(4)))
+    trained = json.loads(cli("train", "grpo", "--role", "actor", "--tasks", str(tasks), "--max-steps", "1",
+                             "--seat", "critic=scripted:always-correct", "--format", "json"))[0]
+    assert trained["adapter"] == "actor@v1" and trained["dataset"] is None
+    rollouts = json.loads(cli("episodes", "list", "--format", "json", "--limit", "100"))
+    assert len(rollouts) == 8 and {r["status"] for r in rollouts} == {"succeeded"}  # one step: 8 generations

@@ -20,6 +20,7 @@ from storage.records import utcnow
 from training.registry import AdapterRecord, publish
 
 TRAINER_KINDS = ("sft", "dpo", "kto", "ppo")
+"""Trainers that learn from a dataset snapshot; ``grpo`` learns online (``extra`` carries its game)."""
 
 
 class TrainingJobError(RuntimeError):
@@ -42,6 +43,7 @@ def trainer_for(kind: str) -> tuple[Callable[..., Any], type]:
         "dpo": (trainers.train_dpo, trainers.DPOTrainingConfig),
         "kto": (trainers.train_kto, trainers.KTOTrainingConfig),
         "ppo": (trainers.train_ppo, trainers.PPOTrainingConfig),
+        "grpo": (trainers.train_grpo, trainers.GRPOTrainingConfig),
     }
     if kind not in table:
         raise ValueError(f"unknown trainer {kind!r}; trainers: {', '.join(table)}")
@@ -60,8 +62,14 @@ def run_training_job(
     parent: AdapterRecord | None = None,
     dataset_snapshot_id: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> JobResult:
+    """Record the job, train (``rows``: dataset rows, or the tasks GRPO plays; ``extra``: further
+    keyword arguments of the trainer), publish the adapter as a candidate."""
     train, _ = trainer_for(kind)
+    extra = dict(extra or {})
+    if dataset_snapshot_id is not None:
+        extra["dataset_snapshot_id"] = dataset_snapshot_id
     with engine.begin() as conn:
         job_id = conn.execute(
             insert(TrainingJob).values(
@@ -78,8 +86,7 @@ def run_training_job(
     try:
         result = train(
             rows, config, role=role, output_dir=work / "adapter", cache_dir=cache_dir,
-            parent_adapter=parent.path if parent else None, dataset_snapshot_id=dataset_snapshot_id,
-            progress=progress,
+            parent_adapter=parent.path if parent else None, progress=progress, **extra,
         )
         record = publish(
             engine, role=role, trained_dir=result.adapter_dir, adapters_root=adapters_root,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import uuid
 from typing import Annotated
 
 import typer
@@ -72,10 +75,12 @@ def datasets_build(
 
 
 def train(
-    kind: Annotated[str, typer.Argument(help="Trainer: sft, dpo, kto or ppo.")],
+    kind: Annotated[str, typer.Argument(help="Trainer: sft, dpo, kto, ppo (from logs) or grpo (online).")],
     role: Annotated[str, typer.Option(help="The learner role whose adapter is trained.")],
     dataset: Annotated[int | None, typer.Option(help="Snapshot id; default: build one from new logs.")] = None,
-    game: Annotated[str, typer.Option(help="Game whose logs are read when building.")] = "math-reflection",
+    game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
+    tasks: Annotated[str, typer.Option(help="grpo: task source played (train split).")] = "arithmetic",
+    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help="grpo: the other seats. " + SEAT_SPEC_HELP)] = None,
     learning_rate: Annotated[float | None, typer.Option(help="Default: the trainer's.")] = None,
     epochs: Annotated[float | None, typer.Option(help="Passes over the dataset.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop after this many optimiser steps.")] = None,
@@ -99,11 +104,12 @@ def train(
     * `sparring train sft --role actor`
     * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
+    * `sparring train grpo --game math-reflection --role actor --max-steps 24`
     """
     from training.jobs import TRAINER_KINDS, TrainingJobError, run_training_job, trainer_for
 
-    if kind not in TRAINER_KINDS:
-        fail(f"unknown trainer {kind!r}; trainers: {', '.join(TRAINER_KINDS)}")
+    if kind not in (*TRAINER_KINDS, "grpo"):
+        fail(f"unknown trainer {kind!r}; trainers: {', '.join(TRAINER_KINDS)}, grpo")
     settings = settings_or_exit(database_url=db)
     engine = store_or_exit(settings)
     _, config_type = trainer_for(kind)
@@ -130,14 +136,19 @@ def train(
     except ValueError as exc:
         fail(str(exc))
 
-    from training.datasets import DatasetError, load_snapshot
     from training.registry import active_version
 
-    snapshot_id = dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", "train").id
-    try:
-        rows = load_snapshot(engine, snapshot_id, role=role, base_model=settings.model, kind=kind)
-    except DatasetError as exc:
-        fail(str(exc))
+    if kind == "grpo":
+        rows, snapshot_id, extra, cleanup = _online(engine, settings, game, role, tasks, seat or [])
+    else:
+        from training.datasets import DatasetError, load_snapshot
+
+        snapshot_id = dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", "train").id
+        try:
+            rows = load_snapshot(engine, snapshot_id, role=role, base_model=settings.model, kind=kind)
+        except DatasetError as exc:
+            fail(str(exc))
+        extra, cleanup = {}, lambda: None
     parent = None if fresh else active_version(engine, role)
     progress = Progress(
         TextColumn(f"[bold]train {kind} {role}[/]"),
@@ -161,9 +172,12 @@ def train(
                 parent=parent,
                 dataset_snapshot_id=snapshot_id,
                 progress=lambda step, total: progress.update(bar, completed=step, total=total),
+                extra=extra,
             )
         except TrainingJobError as exc:
             fail(str(exc), code=1)
+        finally:
+            cleanup()
     row = {
         "adapter": result.adapter.name,
         "job": result.job_id,
@@ -183,6 +197,37 @@ def train(
             f"published {result.adapter.name} as a candidate; promote it with "
             f"`sparring adapters promote {result.adapter.name}`"
         )
+
+
+def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats: list[str]):
+    """What online GRPO needs: the train tasks it plays, the other seats' policies and a run
+    that logs every rollout episode; returns (tasks, None, trainer kwargs, cleanup)."""
+    from graphs.games import UnknownGameError, get_game
+    from graphs.policies.base import SamplingParams
+    from graphs.tasks import load_tasks
+    from graphs.tasks.base import TaskSourceError
+    from storage.recorder import Recorder
+    from storage.records import RunRecord
+
+    try:
+        spec = get_game(game)
+        specs = {s: p for s, p in parse_seat_specs(spec, seats).items() if s != role}
+        task_list = load_tasks(tasks, n=None, seed=settings.seed, split="train")
+    except (UnknownGameError, SeatSpecError, TaskSourceError) as exc:
+        fail(str(exc))
+    factory = PolicyFactory(settings, SamplingParams(temperature=0.7), engine)
+    others = asyncio.run(factory.policies(specs))
+    recorder = Recorder(engine)
+    run_id = uuid.uuid4().hex
+    recorder.start_run(RunRecord(run_id, spec.name, {"purpose": f"grpo rollouts for {role}"}, settings.seed,
+                                 socket.gethostname(), os.getpid()))
+
+    def cleanup() -> None:
+        recorder.finish_run(run_id, "finished", {})
+        recorder.close()
+        asyncio.run(factory.aclose())
+
+    return task_list, None, {"game": game, "other_policies": others, "sink": recorder, "run_id": run_id}, cleanup
 
 
 def deploy(
