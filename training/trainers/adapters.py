@@ -218,10 +218,12 @@ def write_adapter(model: PeftModel, staging: Path, output_dir: Path, metadata: A
     to ``staging``, then rename it to ``output_dir`` (an empty folder there is replaced).
 
     ``adapter_config.json`` records the base model by its configured name (``"bundled"``
-    rather than the cache folder it was loaded from), which the registry checks.
+    rather than the cache folder it was loaded from), which the registry checks. The adapters
+    train no embedding layer, so none is saved: with PEFT's default ("auto") it would look the
+    base model's config up by that name, on the Hugging Face hub for "bundled".
     """
     model.peft_config["default"].base_model_name_or_path = metadata.base_model
-    model.save_pretrained(staging, selected_adapters=["default"])
+    model.save_pretrained(staging, selected_adapters=["default"], save_embedding_layers=False)
     (staging / METADATA_FILE).write_text(json.dumps(asdict(metadata), indent=2, sort_keys=True) + "\n")
     prepare_output_dir(output_dir)
     if output_dir.is_dir():
