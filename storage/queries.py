@@ -178,7 +178,8 @@ def iter_episodes(
     where = _episode_where(flt or EpisodeFilter())
     stmt = _episode_select(*_PAYLOAD).where(*where).order_by(_E.c.started_at, _E.c.id)
     with engine.connect() as conn:
-        result = conn.execution_options(yield_per=chunk_size).execute(stmt)
+        # yield_per on the statement: on the connection it would stream the child queries too
+        result = conn.execute(stmt.execution_options(yield_per=chunk_size))
         for rows in result.partitions():
             yield from _with_children(conn, [row._asdict() for row in rows])
 
@@ -216,7 +217,7 @@ def iter_turns(
     turns in order."""
     _check_chunk_size(chunk_size)
     with engine.connect() as conn:
-        result = conn.execution_options(yield_per=chunk_size).execute(_turn_select(flt or EpisodeFilter()))
+        result = conn.execute(_turn_select(flt or EpisodeFilter()).execution_options(yield_per=chunk_size))
         for rows in result.partitions():
             for row in rows:
                 yield row._asdict()

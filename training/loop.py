@@ -138,9 +138,9 @@ async def _play_training_episodes(engine, game, live, recorder, config: RetrainC
     distinct = _fresh_tasks(engine, game.name, config, seed)
     pending = [t for t in distinct for _ in range(config.samples)][: config.every_episodes]
     deadline = None if config.every_minutes is None else time.monotonic() + 60 * config.every_minutes
-    played = 0
+    played, wave_size = 0, max(config.concurrency, config.samples)
     while pending and (deadline is None or time.monotonic() < deadline):
-        wave, pending = pending[: max(config.concurrency, config.samples)], pending[max(config.concurrency, config.samples):]
+        wave, pending = pending[:wave_size], pending[wave_size:]
         report = await play(game, wave, live, recorder, concurrency=config.concurrency,
                             seed=seed + 1000 * round_index + played, options=options, run_id=run_id)
         played += len(report.episodes)
