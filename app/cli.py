@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from app.commands import adapters, episodes, play, settings_cmd, training
+from app.commands import adapters, episodes, play, retrain, settings_cmd, training
 
 app = typer.Typer(
     help="sparring: train language-model agents by letting them play games and debates.\n\n"
@@ -18,7 +18,7 @@ for command in (
     episodes.export,
     training.train,
     training.deploy,
-    training.retrain,
+    retrain.retrain,
     settings_cmd.settings,
 ):
     app.command()(command)

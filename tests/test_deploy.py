@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from graphs.context import GameOptions
@@ -20,10 +21,12 @@ from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
 from graphs.runner import play
 from graphs.tasks import load_tasks
 from storage.engine import open_store
+from storage.models import Run
 from storage.queries import EpisodeFilter, iter_turns
 from storage.recorder import Recorder
 from tiny_model import save_random_lora
 from training.deploy import LivePolicies, gate_and_deploy
+from training.evaluator import Evaluator
 from training.registry import active_version, get_version, promote, publish
 
 GAME = get_game("math-reflection")
@@ -76,19 +79,23 @@ def test_gate_promotes_a_better_candidate_and_rejects_a_worse_one(store_url, tmp
     v1 = _publish(engine, tmp_path / "adapters", adapter_template)
     backend = AdapterAware(good={"actor@v1"})
     live = LivePolicies({"actor": Policy(backend), "critic": Policy(scripted_bot("always-correct"))})
-    options = GameOptions(turns=1)
+    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
 
-    result = asyncio.run(gate_and_deploy(engine, GAME, v1, backend, live, tasks, seed=0, options=options))
+    result = asyncio.run(gate_and_deploy(engine, v1, backend, live, evaluate))
     assert result.promoted and (result.candidate_value, result.baseline_value) == (1.0, 0.0)
     assert result.baseline == "base" and get_version(engine, "actor@v1").status == "active"
     assert live()["actor"].adapter == "actor@v1" and "actor@v1" in backend.adapters()
 
     v2 = _publish(engine, tmp_path / "adapters", adapter_template)  # serves wrong answers
-    result = asyncio.run(gate_and_deploy(engine, GAME, v2, backend, live, tasks, seed=0, options=options))
+    result = asyncio.run(gate_and_deploy(engine, v2, backend, live, evaluate))
     assert not result.promoted and (result.candidate_value, result.baseline_value) == (0.0, 1.0)
     rejected = get_version(engine, "actor@v2")
     assert rejected.status == "rejected" and rejected.eval["gate"]["candidate"] == 0.0
     assert active_version(engine, "actor").name == "actor@v1" and live()["actor"].adapter == "actor@v1"
+    with engine.connect() as conn:  # v2's baseline (actor@v1) reused v1's candidate evaluation
+        played = conn.execute(select(Run.config)).scalars().all()
+    assert [c["purpose"] for c in played] == ["gate baseline for actor@v1", "gate candidate actor@v1",
+                                               "gate candidate actor@v2"]
 
 
 def test_margin_lets_an_equal_candidate_through(tmp_path, adapter_template, sums):
@@ -99,8 +106,8 @@ def test_margin_lets_an_equal_candidate_through(tmp_path, adapter_template, sums
     v2 = _publish(engine, tmp_path / "adapters", adapter_template)
     backend = AdapterAware(good={"actor@v1", "actor@v2"})
     live = LivePolicies({"actor": Policy(backend, adapter="actor@v1"), "critic": Policy(scripted_bot("echo"))})
-    result = asyncio.run(gate_and_deploy(engine, GAME, v2, backend, live, tasks, seed=0,
-                                         options=GameOptions(turns=1), margin=0.0))
+    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
+    result = asyncio.run(gate_and_deploy(engine, v2, backend, live, evaluate, margin=0.0))
     assert result.promoted and result.candidate_value == result.baseline_value == 1.0
 
 

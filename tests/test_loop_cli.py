@@ -8,12 +8,18 @@ that adapter, and a rollback must bring the previous version back.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from app.cli import app
 from storage.engine import open_store
+from storage.models import Episode, Run
 from storage.queries import EpisodeFilter, iter_turns
 from tiny_model import save_tiny_model
 
@@ -116,3 +122,47 @@ def test_train_grpo_plays_the_game_and_publishes_a_candidate(env):
     assert trained["adapter"] == "actor@v1" and trained["dataset"] is None
     rollouts = json.loads(cli("episodes", "list", "--format", "json", "--limit", "100"))
     assert len(rollouts) == 8 and {r["status"] for r in rollouts} == {"succeeded"}  # one step: 8 generations
+
+
+def test_every_minutes_ends_the_play_phase_early(env):
+    out = cli("retrain", "--once", "--roles", "actor", "--every-episodes", "40", "--samples", "1", "-c", "4",
+              "--every-minutes", "0.0001", "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4",
+              "--max-steps", "1", "--no-report", "--format", "json")
+    rounds = json.loads(out.strip().splitlines()[-1])
+    assert rounds[0]["episodes"] == 4  # the first wave (one per concurrent slot) always plays; then time is up
+
+
+def test_ctrl_c_during_retrain_keeps_what_was_committed(env):
+    """A real SIGINT to a `sparring retrain` process while it plays: exit 130, the round's run
+    marked interrupted, no episode left running, every episode committed before still there."""
+    url = f"sqlite:///{env / 'loop.db'}"
+    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--roles", "actor", "--every-episodes", "400",
+               "--samples", "1", "-c", "2", "--turns", "3", "--max-new-tokens", "48", "--no-report",
+               "--seat", "critic=scripted:always-incorrect"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    engine = open_store(url)
+    try:
+        before = _wait_for_episodes(engine, at_least=4, process=process)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, output
+    assert "interrupted" in output
+    with engine.connect() as conn:
+        episodes = dict(conn.execute(select(Episode.id, Episode.status)).all())
+        runs = conn.execute(select(Run.status)).scalars().all()
+    assert before <= set(episodes) and "running" not in set(episodes.values())
+    assert runs == ["interrupted"]
+
+
+def _wait_for_episodes(engine, *, at_least: int, process: subprocess.Popen) -> set[str]:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0]
+        with engine.connect() as conn:
+            done = set(conn.execute(select(Episode.id).where(Episode.status == "succeeded")).scalars())
+        if len(done) >= at_least:
+            return done
+        time.sleep(0.5)
+    raise AssertionError("the retrain process logged no episodes in 5 minutes")

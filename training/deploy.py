@@ -9,26 +9,17 @@ running finish on the version they started with.
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Engine
 
-from evaluation.metrics import run_metrics
-from graphs.context import GameOptions
-from graphs.games import GameSpec
 from graphs.policies.base import Backend
 from graphs.policies.policy import Policy
-from graphs.runner import play
-from graphs.tasks.base import Task
 from storage.models import Evaluation
-from storage.recorder import Recorder
-from storage.records import RunRecord
 from training.adapter_files import verify_folder
+from training.evaluator import Evaluator
 from training.registry import AdapterRecord, active_version, promote, reject
 
 GATE_METRICS = {"actor": "pass@turn-1", "critic": "critic_accuracy", "debater_a": "debater_a_win_rate"}
@@ -74,41 +65,14 @@ class GateResult:
         }
 
 
-async def evaluate(
-    engine: Engine,
-    game: GameSpec,
-    tasks: list[Task],
-    policies: Mapping[str, Policy],
-    *,
-    seed: int,
-    options: GameOptions,
-    concurrency: int,
-    label: str,
-) -> dict[str, Any]:
-    """Play ``tasks`` greedily with ``policies`` (logged as their own run) and return the metrics."""
-    greedy = {seat: replace(p, sampling=replace(p.sampling, temperature=0.0)) for seat, p in policies.items()}
-    run_id = uuid.uuid4().hex
-    with Recorder(engine) as recorder:
-        recorder.start_run(RunRecord(run_id, game.name, {"purpose": label}, seed, socket.gethostname(), os.getpid()))
-        report = await play(game, tasks, greedy, recorder, concurrency=concurrency, seed=seed, options=options,
-                            run_id=run_id)
-        recorder.finish_run(run_id, "finished", {"purpose": label})
-    return {**run_metrics(engine, run_id), "run_id": run_id, "episodes": len(report.episodes),
-            "failed": sum(e.status != "succeeded" for e in report.episodes)}
-
-
 async def gate_and_deploy(
     engine: Engine,
-    game: GameSpec,
     candidate: AdapterRecord,
     backend: Backend,
     live: LivePolicies,
-    tasks: list[Task],
+    evaluate: Evaluator,
     *,
-    seed: int,
-    options: GameOptions,
     margin: float = 0.0,
-    concurrency: int = 16,
 ) -> GateResult:
     """Evaluate ``candidate`` against the role's active version; promote and hot-load it, or
     reject it, recording the figures either way."""
@@ -117,7 +81,7 @@ async def gate_and_deploy(
     if metric is None:
         raise GateError(f"no gate metric for role {role!r}; roles with one: {', '.join(GATE_METRICS)}")
     if role not in live():
-        raise GateError(f"role {role!r} has no seat in game {game.name!r}")
+        raise GateError(f"role {role!r} has no seat in game {evaluate.game.name!r}")
     verify_folder(candidate.path, base_model=candidate.base_model)
     active = active_version(engine, role)
     if candidate.name not in backend.adapters():
@@ -130,11 +94,9 @@ async def gate_and_deploy(
         policies[role] = replace(policies[role], adapter=adapter, label="")
         return policies
 
-    common = {"seed": seed, "options": options, "concurrency": concurrency}
-    base_metrics = await evaluate(engine, game, tasks, with_adapter(active.name if active else None),
-                                  label=f"gate baseline for {candidate.name}", **common)
-    cand_metrics = await evaluate(engine, game, tasks, with_adapter(candidate.name),
-                                  label=f"gate candidate {candidate.name}", **common)
+    base_metrics = await evaluate(with_adapter(active.name if active else None),
+                                  label=f"gate baseline for {candidate.name}")
+    cand_metrics = await evaluate(with_adapter(candidate.name), label=f"gate candidate {candidate.name}")
     cand_value, base_value = cand_metrics.get(metric), base_metrics.get(metric)
     if cand_value is None or base_value is None:
         raise GateError(f"the evaluation produced no {metric} figure (did every episode fail? see the gate runs "
@@ -143,8 +105,9 @@ async def gate_and_deploy(
                         margin, cand_value >= base_value - margin, cand_metrics, base_metrics)
     with engine.begin() as conn:
         conn.execute(Evaluation.__table__.insert().values(
-            adapter_version_id=candidate.id, baseline_version_id=active.id if active else None, game=game.name,
-            split="heldout", n_tasks=len(tasks), seed=seed, metrics=result.figures(),
+            adapter_version_id=candidate.id, baseline_version_id=active.id if active else None,
+            game=evaluate.game.name, split="heldout", n_tasks=len(evaluate.tasks), seed=evaluate.seed,
+            metrics=result.figures(),
         ))
     if result.promoted:
         promote(engine, candidate.name, eval=result.figures())

@@ -31,6 +31,7 @@ from storage.recorder import Recorder
 from storage.records import RunRecord
 from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot
 from training.deploy import GATE_METRICS, LivePolicies, gate_and_deploy
+from training.evaluator import Evaluator, PhaseProgress
 from training.jobs import TRAINER_KINDS, run_training_job, trainer_for
 from training.registry import active_version
 
@@ -50,8 +51,6 @@ class RetrainConfig:
     samples: int = 4
     """Episodes per task: siblings that share a state, for best-of-group rows and pairs."""
     tasks: str = "arithmetic"
-    eval_tasks: int = 64
-    """Held-out tasks the gate plays, the same ones (and seeds) every round."""
     margin: float = 0.0
     """How much worse than the active version a candidate may be and still be promoted."""
     concurrency: int = 16
@@ -95,6 +94,7 @@ async def retrain_round(
     game: GameSpec,
     backend: Backend,
     live: LivePolicies,
+    evaluate: Evaluator,
     config: RetrainConfig,
     *,
     round_index: int,
@@ -105,6 +105,7 @@ async def retrain_round(
     seed: int,
     options: GameOptions,
     say: Callable[[str], None] = lambda message: None,
+    progress: PhaseProgress = lambda phase, done, total: None,
 ) -> RoundOutcome:
     started = time.perf_counter()
     run_id = uuid.uuid4().hex
@@ -114,16 +115,19 @@ async def retrain_round(
                                      os.getpid()))
         try:
             episodes = await _play_training_episodes(engine, game, live, recorder, config, run_id=run_id,
-                                                     round_index=round_index, seed=seed, options=options, say=say)
+                                                     round_index=round_index, seed=seed, options=options,
+                                                     progress=progress)
         except BaseException:
             recorder.abort_running(run_id, f"retrain round {round_index} was interrupted")
             recorder.finish_run(run_id, "interrupted", {"round": round_index})
             raise
         outcomes = []
         for role in config.roles:
-            outcome = await _train_and_gate(engine, game, backend, live, config, role, base_model=base_model,
-                                            device=device, data_dir=data_dir, cache_dir=cache_dir, seed=seed,
-                                            options=options, say=say)
+            outcome = await _train_and_gate(engine, game, backend, live, evaluate, config, role,
+                                            base_model=base_model, device=device, data_dir=data_dir,
+                                            cache_dir=cache_dir, seed=seed, say=say,
+                                            progress=lambda step, total, role=role: progress(
+                                                f"round {round_index}: train {role}", step, total))
             outcomes.append(outcome)
         result = RoundOutcome(round_index, episodes, outcomes, time.perf_counter() - started)
         recorder.finish_run(run_id, "finished", {"round": round_index, "episodes": episodes,
@@ -132,17 +136,26 @@ async def retrain_round(
 
 
 async def _play_training_episodes(engine, game, live, recorder, config: RetrainConfig, *, run_id, round_index, seed,
-                                  options, say) -> int:
+                                  options, progress: PhaseProgress) -> int:
     """Play the round's training episodes in waves until enough are played or time is up."""
-    say(f"round {round_index}: playing {config.every_episodes} training episodes")
+    phase = f"round {round_index}: play"
     distinct = _fresh_tasks(engine, game.name, config, seed)
     pending = [t for t in distinct for _ in range(config.samples)][: config.every_episodes]
     deadline = None if config.every_minutes is None else time.monotonic() + 60 * config.every_minutes
-    played, wave_size = 0, max(config.concurrency, config.samples)
+    total, played, finished = len(pending), 0, 0
+    wave_size = max(config.concurrency, config.samples)
+
+    def advance(_episode: object) -> None:
+        nonlocal finished
+        finished += 1
+        progress(phase, finished, total)
+
+    progress(phase, 0, total)
     while pending and (deadline is None or time.monotonic() < deadline):
         wave, pending = pending[:wave_size], pending[wave_size:]
         report = await play(game, wave, live, recorder, concurrency=config.concurrency,
-                            seed=seed + 1000 * round_index + played, options=options, run_id=run_id)
+                            seed=seed + 1000 * round_index + played, options=options, run_id=run_id,
+                            on_episode=advance)
         played += len(report.episodes)
     return played
 
@@ -161,8 +174,8 @@ def _fresh_tasks(engine: Engine, game: str, config: RetrainConfig, seed: int) ->
 
 
 async def _train_and_gate(
-    engine, game, backend, live, config: RetrainConfig, role: str, *, base_model, device, data_dir, cache_dir, seed,
-    options, say,
+    engine, game, backend, live, evaluate: Evaluator, config: RetrainConfig, role: str, *, base_model, device,
+    data_dir, cache_dir, seed, say, progress: Callable[[int, int], None],
 ) -> RoleOutcome:
     outcome = RoleOutcome(role, "failed")
     try:
@@ -176,12 +189,11 @@ async def _train_and_gate(
         say(f"training {role} ({config.trainer}) on {snapshot.row_count} rows")
         job = run_training_job(engine, kind=config.trainer, role=role, rows=rows, config=train_config,
                                adapters_root=data_dir / "adapters", cache_dir=cache_dir,
-                               parent=active_version(engine, role), dataset_snapshot_id=snapshot.id)
+                               parent=active_version(engine, role), dataset_snapshot_id=snapshot.id,
+                               progress=progress)
         outcome.candidate = job.adapter.name
-        say(f"gating {job.adapter.name} on {config.eval_tasks} held-out tasks")
-        heldout = load_tasks(config.tasks, n=config.eval_tasks, seed=seed, split="heldout")
-        gate = await gate_and_deploy(engine, game, job.adapter, backend, live, heldout, seed=seed,
-                                     options=options, margin=config.margin, concurrency=config.concurrency)
+        say(f"gating {job.adapter.name} on {len(evaluate.tasks)} held-out tasks")
+        gate = await gate_and_deploy(engine, job.adapter, backend, live, evaluate, margin=config.margin)
         outcome.gate = gate.figures()
         outcome.status = "promoted" if gate.promoted else "rejected"
         outcome.detail = f"{gate.metric} {gate.candidate_value:.3f} vs {gate.baseline} {gate.baseline_value:.3f}"

@@ -1,4 +1,4 @@
-"""The training loop's commands: datasets build, train, deploy, retrain."""
+"""The training commands: datasets build, train, deploy."""
 
 from __future__ import annotations
 
@@ -258,6 +258,7 @@ def deploy(
     from graphs.tasks import load_tasks
     from graphs.tasks.base import TaskSourceError
     from training.deploy import GateError, LivePolicies, gate_and_deploy
+    from training.evaluator import Evaluator
     from training.registry import RegistryError, get_version, list_versions
 
     settings = settings_or_exit(database_url=db)
@@ -281,18 +282,8 @@ def deploy(
         try:
             with err.status(f"evaluating {chosen.name} against the active {role} on {len(heldout)} held-out tasks…"):
                 live = LivePolicies(await factory.policies(seat_specs))
-                return await gate_and_deploy(
-                    engine,
-                    spec,
-                    chosen,
-                    factory.model_backend(),
-                    live,
-                    heldout,
-                    seed=settings.seed,
-                    options=GameOptions(turns=turns),
-                    margin=margin,
-                    concurrency=concurrency,
-                )
+                evaluate = Evaluator(engine, spec, heldout, settings.seed, GameOptions(turns=turns), concurrency)
+                return await gate_and_deploy(engine, chosen, factory.model_backend(), live, evaluate, margin=margin)
         finally:
             await factory.aclose()
 
@@ -310,144 +301,3 @@ def deploy(
         "decision": "promoted" if result.promoted else "rejected",
     }
     emit([row], fmt, title=f"deploy {role}", console=out)
-
-
-REPORT_METRICS = ("pass@turn-1", "pass@final-turn", "majority@N", "critic_accuracy")
-
-
-def retrain(
-    game: Annotated[str, typer.Option(help="Game played and trained on.")] = "math-reflection",
-    roles: Annotated[str, typer.Option(help="Comma-separated learner roles, one adapter each.")] = "actor,critic",
-    trainer: Annotated[str, typer.Option(help="sft (rejection sampling), dpo, kto or ppo.")] = "sft",
-    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 64,
-    every_minutes: Annotated[float | None, typer.Option(help="Also end a round's play after T minutes.")] = None,
-    rounds: Annotated[int, typer.Option(min=1, help="Rounds to run.")] = 1,
-    once: Annotated[bool, typer.Option(help="One round, then exit (for cron).")] = False,
-    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (siblings for group rows).")] = 4,
-    tasks: Annotated[
-        str, typer.Option(help="Task source (train split to play, heldout split to gate).")
-    ] = "arithmetic",
-    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks for the gate and the report.")] = 64,
-    margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
-    turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers.")] = 3,
-    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature while playing.")] = 0.7,
-    max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 160,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
-    learning_rate: Annotated[float | None, typer.Option(help="Trainer learning rate (default: the trainer's).")] = None,
-    epochs: Annotated[float | None, typer.Option(help="Trainer epochs per round.")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Trainer steps per round (overrides epochs).")] = None,
-    report: Annotated[bool, typer.Option(help="Evaluate before the first and after the last round.")] = True,
-    db: DbOption = None,
-    fmt: FormatOption = Format.table,
-) -> None:
-    """Play, build datasets since the last watermark, train each role, gate, deploy; repeat.
-
-    A round whose step fails for a role (no new rows, a crashed trainer, a rejected candidate)
-    is recorded and the loop goes on with the active adapters.
-
-    Examples:
-
-    * `sparring retrain --roles actor,critic --every-episodes 64 --rounds 3`
-    * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
-    """
-    from graphs.context import GameOptions
-    from graphs.games import UnknownGameError, get_game
-    from graphs.policies.base import SamplingParams
-    from graphs.tasks import load_tasks
-    from graphs.tasks.base import TaskSourceError
-    from training.deploy import LivePolicies, evaluate
-    from training.loop import RetrainConfig, retrain_round
-
-    settings = settings_or_exit(database_url=db)
-    train_options = {
-        k: v
-        for k, v in {"learning_rate": learning_rate, "num_train_epochs": epochs, "max_steps": max_steps}.items()
-        if v is not None
-    }
-    try:
-        spec = get_game(game)
-        config = RetrainConfig(
-            roles=tuple(r.strip() for r in roles.split(",") if r.strip()),
-            trainer=trainer,
-            every_episodes=every_episodes,
-            every_minutes=every_minutes,
-            samples=samples,
-            tasks=tasks,
-            eval_tasks=eval_tasks,
-            margin=margin,
-            concurrency=concurrency,
-            train_options=train_options,
-        )
-        options = GameOptions(turns=turns)
-        heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
-        seat_specs = parse_seat_specs(spec, [])
-    except (UnknownGameError, TaskSourceError, SeatSpecError, ValueError) as exc:
-        fail(str(exc))
-    engine = store_or_exit(settings)
-    factory = PolicyFactory(settings, SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens), engine)
-    total_rounds = 1 if once else rounds
-
-    async def main():
-        try:
-            with err.status("loading models…"):
-                live = LivePolicies(await factory.policies(seat_specs))
-            common = {"seed": settings.seed, "options": options, "concurrency": concurrency}
-            before = after = None
-            if report:
-                with err.status(f"evaluating the active adapters on {len(heldout)} held-out tasks…"):
-                    before = await evaluate(engine, spec, heldout, live(), label="retrain: before", **common)
-            outcomes = []
-            for index in range(1, total_rounds + 1):
-                outcomes.append(
-                    await retrain_round(
-                        engine,
-                        spec,
-                        factory.model_backend(),
-                        live,
-                        config,
-                        round_index=index,
-                        base_model=settings.model,
-                        device=settings.device,
-                        data_dir=settings.data_dir,
-                        cache_dir=settings.cache_dir,
-                        seed=settings.seed,
-                        options=options,
-                        say=lambda message: err.print(f"[dim]{message}[/]"),
-                    )
-                )
-            if report:
-                with err.status(f"evaluating the new adapters on {len(heldout)} held-out tasks…"):
-                    after = await evaluate(engine, spec, heldout, live(), label="retrain: after", **common)
-            return outcomes, before, after
-        finally:
-            await factory.aclose()
-
-    try:
-        outcomes, before, after = asyncio.run(main())
-    except KeyboardInterrupt:
-        err.print("interrupted: every committed episode, dataset and adapter is kept")
-        raise typer.Exit(130) from None
-    rows = [
-        {
-            "round": o.round,
-            "episodes": o.episodes,
-            "role": r.role,
-            "status": r.status,
-            "rows": r.rows,
-            "candidate": r.candidate,
-            "detail": r.detail,
-            "seconds": round(o.seconds),
-        }
-        for o in outcomes
-        for r in o.roles
-    ]
-    emit(
-        rows,
-        fmt,
-        columns=["round", "episodes", "role", "status", "rows", "candidate", "detail", "seconds"],
-        title="retrain rounds",
-        console=out,
-    )
-    if before is not None and after is not None:
-        table = [{"metric": m, "before": before.get(m), "after": after.get(m)} for m in REPORT_METRICS if m in before]
-        emit(table, fmt, title=f"held-out {spec.name}, {len(heldout)} tasks, greedy", console=out)

@@ -1,0 +1,166 @@
+"""`sparring retrain`: the whole loop, round after round, with a before/after report."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.output import Format, emit
+from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
+
+REPORT_METRICS = ("pass@turn-1", "pass@final-turn", "majority@N", "critic_accuracy")
+
+
+class PhaseBars:
+    """One progress bar per phase of the loop (play, train a role, each evaluation), added
+    when the phase first reports."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._bars: dict[str, Any] = {}
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        bar = self._bars.get(phase)
+        if bar is None:
+            bar = self._bars[phase] = self._progress.add_task(phase, total=total)
+        self._progress.update(bar, completed=done, total=total)
+
+
+def retrain(
+    game: Annotated[str, typer.Option(help="Game played and trained on.")] = "math-reflection",
+    roles: Annotated[str, typer.Option(help="Comma-separated learner roles, one adapter each.")] = "actor,critic",
+    trainer: Annotated[str, typer.Option(help="sft (rejection sampling), dpo, kto or ppo.")] = "sft",
+    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 384,
+    every_minutes: Annotated[float | None, typer.Option(help="Also end a round's play after T minutes.")] = None,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds to run.")] = 1,
+    once: Annotated[bool, typer.Option(help="One round, then exit (for cron).")] = False,
+    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (siblings for group rows).")] = 8,
+    tasks: Annotated[
+        str, typer.Option(help="Task source (train split to play, heldout split to gate).")
+    ] = "arithmetic",
+    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks for the gate and the report.")] = 64,
+    margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
+    turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers.")] = 2,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature while playing.")] = 0.8,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 64,
+    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
+    learning_rate: Annotated[float | None, typer.Option(help="Trainer learning rate (default: the trainer's).")] = None,
+    epochs: Annotated[float | None, typer.Option(help="Trainer epochs per round.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Trainer steps per round (overrides epochs).")] = None,
+    report: Annotated[bool, typer.Option(help="Evaluate before the first round and after each round.")] = True,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Play, build datasets since the last watermark, train each role, gate, deploy; repeat.
+
+    Each round plays new training tasks with the active adapters (sampled), trains one
+    candidate adapter per role on what is new, and promotes it only if it does not do worse
+    on the held-out tasks (greedy, same seeds every round). A role whose step fails (no new
+    rows, a crashed trainer, a rejected candidate) is recorded and the loop goes on with the
+    active adapters. Ctrl-C keeps everything committed. The defaults are the main job: one
+    round on the bundled model fits in about 20 minutes on 2 CPU cores.
+
+    Examples:
+
+    * `sparring retrain`   (one round: play, train actor and critic, gate, deploy, report)
+    * `sparring retrain --rounds 3 --eval-tasks 200`
+    * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
+    """
+    from graphs.context import GameOptions
+    from graphs.games import UnknownGameError, get_game
+    from graphs.policies.base import SamplingParams
+    from graphs.tasks import load_tasks
+    from graphs.tasks.base import TaskSourceError
+    from training.deploy import LivePolicies
+    from training.evaluator import Evaluator
+    from training.loop import RetrainConfig, retrain_round
+
+    settings = settings_or_exit(database_url=db)
+    train_options = {
+        k: v
+        for k, v in {"learning_rate": learning_rate, "num_train_epochs": epochs, "max_steps": max_steps}.items()
+        if v is not None
+    }
+    try:
+        spec = get_game(game)
+        config = RetrainConfig(
+            roles=tuple(r.strip() for r in roles.split(",") if r.strip()),
+            trainer=trainer,
+            every_episodes=every_episodes,
+            every_minutes=every_minutes,
+            samples=samples,
+            tasks=tasks,
+            margin=margin,
+            concurrency=concurrency,
+            train_options=train_options,
+        )
+        options = GameOptions(turns=turns)
+        heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
+        seat_specs = parse_seat_specs(spec, seat or [])
+    except (UnknownGameError, TaskSourceError, SeatSpecError, ValueError) as exc:
+        fail(str(exc))
+    engine = store_or_exit(settings)
+    factory = PolicyFactory(settings, SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens), engine)
+    total_rounds = 1 if once else rounds
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    )
+    bars = PhaseBars(progress)
+
+    def say(message: str) -> None:
+        progress.console.print(f"[dim]{message}[/]")
+
+    async def main():
+        try:
+            with err.status("loading models…"):
+                live = LivePolicies(await factory.policies(seat_specs))
+            evaluate = Evaluator(engine, spec, heldout, settings.seed, options, concurrency, say=say, progress=bars)
+            figures: dict[str, dict[str, Any]] = {}
+            outcomes = []
+            with progress:
+                if report:
+                    figures["before"] = await evaluate(live(), label="before: held-out evaluation")
+                for index in range(1, total_rounds + 1):
+                    outcomes.append(await retrain_round(
+                        engine, spec, factory.model_backend(), live, evaluate, config,
+                        round_index=index, base_model=settings.model, device=settings.device,
+                        data_dir=settings.data_dir, cache_dir=settings.cache_dir, seed=settings.seed,
+                        options=options, say=say, progress=bars,
+                    ))
+                    if report:
+                        figures[f"round {index}"] = await evaluate(live(), label=f"after round {index}")
+            return outcomes, figures
+        finally:
+            await factory.aclose()
+
+    try:
+        outcomes, figures = asyncio.run(main())
+    except KeyboardInterrupt:
+        err.print("interrupted: every committed episode, dataset and adapter is kept")
+        raise typer.Exit(130) from None
+    rows = [
+        {
+            "round": o.round,
+            "episodes": o.episodes,
+            "role": r.role,
+            "status": r.status,
+            "rows": r.rows,
+            "candidate": r.candidate,
+            "detail": r.detail,
+            "seconds": round(o.seconds),
+        }
+        for o in outcomes
+        for r in o.roles
+    ]
+    columns = ["round", "episodes", "role", "status", "rows", "candidate", "detail", "seconds"]
+    emit(rows, fmt, columns=columns, title="retrain rounds", console=out)
+    if figures:
+        table = [{"metric": m, **{stage: f.get(m) for stage, f in figures.items()}}
+                 for m in REPORT_METRICS if m in figures["before"]]
+        emit(table, fmt, columns=["metric", *figures], console=out,
+             title=f"held-out {spec.name}: {len(heldout)} tasks, greedy, {turns} turns")
