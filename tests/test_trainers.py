@@ -267,6 +267,21 @@ def test_ppo_positive_advantage_raises_the_completion_logprob(tmp_path: Path, ba
     assert after > sum(row["behaviour_logprobs"]) + 0.1
 
 
+@pytest.mark.parametrize("kind", ["sft", "ppo"])
+def test_time_budget_stops_after_the_step_that_spends_it(tmp_path: Path, base_dir: Path, adapters: Path,
+                                                         kind: str) -> None:
+    parent = adapters / "actor" / "v1"
+    if kind == "sft":
+        train, rows, config = train_sft, SFT_ROWS, small(SFTTrainingConfig, base_dir, max_steps=50, max_seconds=1e-6)
+    else:
+        rows = ppo_rows(base_dir, parent, advantages=[1.0, 0.0])
+        train, config = train_ppo, small(PPOTrainingConfig, base_dir, max_steps=50, max_seconds=1e-6)
+    result = train(rows, config, role="actor", output_dir=adapters / "actor" / "v2", cache_dir=tmp_path / "cache",
+                   parent_adapter=parent)
+    assert result.metrics["steps"] == 1.0  # 50 planned; the budget ran out during the first
+    assert load_file(result.adapter_dir / ADAPTER_WEIGHTS).keys() == load_file(parent / ADAPTER_WEIGHTS).keys()
+
+
 def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
     parent = adapters / "actor" / "v1"
     rows = ppo_rows(base_dir, parent, advantages=[0.0, 0.0])
@@ -435,6 +450,7 @@ def test_parent_of_another_role_or_base_per_sparring_json_is_refused(
         (SFTTrainingConfig, {"report_to": "tensorbored"}, "names no known tracker"),
         (SFTTrainingConfig, {"report_to": ["none", "wandb"]}, 'mixes "none"'),
         (SFTTrainingConfig, {"max_length": 1}, "max_length must be >= 2"),
+        (SFTTrainingConfig, {"max_seconds": 0}, "max_seconds must be > 0"),
         (PPOTrainingConfig, {"clip_eps": 0.0}, "clip_eps must be in"),
         (PPOTrainingConfig, {"kl_coef": -0.1}, "kl_coef must be >= 0"),
         (PPOTrainingConfig, {"gradient_accumulation_steps": 0}, "gradient_accumulation_steps must be >= 1"),

@@ -52,6 +52,7 @@ def retrain(
     learning_rate: Annotated[float | None, typer.Option(help="Trainer learning rate (default: the trainer's).")] = None,
     epochs: Annotated[float | None, typer.Option(help="Trainer epochs per round.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Trainer steps per round (overrides epochs).")] = None,
+    max_seconds: Annotated[float | None, typer.Option(help="Training time budget per role and round.")] = None,
     report: Annotated[bool, typer.Option(help="Evaluate before the first round and after each round.")] = True,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
@@ -83,7 +84,8 @@ def retrain(
     settings = settings_or_exit(database_url=db)
     train_options = {
         k: v
-        for k, v in {"learning_rate": learning_rate, "num_train_epochs": epochs, "max_steps": max_steps}.items()
+        for k, v in {"learning_rate": learning_rate, "num_train_epochs": epochs, "max_steps": max_steps,
+                     "max_seconds": max_seconds}.items()
         if v is not None
     }
     try:

@@ -53,6 +53,11 @@ class TrainingConfig:
         default=-1,
         metadata={"help": "Stop after this many optimiser steps; -1 runs num_train_epochs passes."},
     )
+    max_seconds: float | None = field(
+        default=None,
+        metadata={"help": "Stop after the optimiser step that passes this many seconds of training (a time "
+                          "budget, e.g. to compare recipes fairly); None: no limit."},
+    )
     per_device_train_batch_size: int = field(
         default=4,
         metadata={"help": "Rows per forward pass (a DPO row is two sequences: chosen and rejected)."},
@@ -101,6 +106,8 @@ class TrainingConfig:
             )
         if self.max_steps == 0 or self.max_steps < -1:
             raise ValueError(f"max_steps must be -1 (run num_train_epochs) or >= 1, got {self.max_steps}.")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"max_seconds must be > 0 (a training time budget) or None, got {self.max_seconds}.")
         if self.per_device_train_batch_size < 1:
             raise ValueError(
                 f"per_device_train_batch_size must be >= 1, got {self.per_device_train_batch_size}; for a "

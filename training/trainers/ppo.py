@@ -247,8 +247,12 @@ def _train(
             log_history.append(entry)
         if progress is not None:
             progress(step, len(plan))
+        if config.max_seconds is not None and time.monotonic() - started >= config.max_seconds:
+            if log_history[-1:] != [entry]:
+                log_history.append(entry)
+            break
     metrics = {key: value for key, value in log_history[-1].items() if key != "step"}
-    metrics.update(train_loss=sum(losses) / len(losses), steps=float(len(plan)), runtime_s=time.monotonic() - started)
+    metrics.update(train_loss=sum(losses) / len(losses), steps=float(len(losses)), runtime_s=time.monotonic() - started)
     return log_history, metrics
 
 

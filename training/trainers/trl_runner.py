@@ -23,7 +23,7 @@ from training.trainers.adapters import AdapterMetadata, discard, prepare_run, st
 from training.trainers.base_config import TRLTrainingConfig
 from training.trainers.errors import TrainingDivergedError
 from training.trainers.lora import attach_adapter, load_base_model, require_frozen_base, uses_cpu
-from training.trainers.progress import ProgressCallback, ProgressFn
+from training.trainers.progress import ProgressCallback, ProgressFn, TimeBudgetCallback
 from training.trainers.result import TrainResult
 
 
@@ -53,6 +53,8 @@ def train_with_trl(
     else:
         model = attach_adapter(model, config.lora, parent_adapter)
     callbacks: list[TrainerCallback] = [ProgressCallback(progress)] if progress is not None else []
+    if config.max_seconds is not None:
+        callbacks.append(TimeBudgetCallback(config.max_seconds))
     staging = staging_dir(output_dir)
     try:
         args = args_cls(
