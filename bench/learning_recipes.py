@@ -1,0 +1,225 @@
+"""Which training recipe makes the actor learn most in the same time: a comparison in one run.
+
+1. The base model plays ``--train-tasks`` training problems ``--samples`` times each
+   (sampled, one actor turn; a scripted critic that approves, so only the actor is a model)
+   into a fresh store. Every recipe learns from these same logs.
+2. Each recipe trains a fresh actor adapter (from the base) for at most ``--budget`` seconds:
+   rejection-sampling SFT, DPO (best vs worst of a task's samples), DPO with an NLL term on the
+   chosen side, offline PPO, online GRPO (its own rollouts inside the budget), and SFT then
+   DPO (half the budget each).
+3. The base model and every adapter answer the same ``--eval-tasks`` held-out problems
+   greedily; the table reports pass@turn-1 and its change against the base in this run.
+
+    python bench/learning_recipes.py                       # about 45 minutes on 2 CPU cores
+    python bench/learning_recipes.py --recipes sft,dpo --budget 60 --train-tasks 16 --eval-tasks 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.settings import load_settings  # noqa: E402
+from app.wiring import PolicyFactory  # noqa: E402
+from graphs.context import GameOptions  # noqa: E402
+from graphs.games import get_game  # noqa: E402
+from graphs.policies.base import SamplingParams  # noqa: E402
+from graphs.policies.policy import Policy  # noqa: E402
+from graphs.runner import play  # noqa: E402
+from graphs.tasks import load_tasks  # noqa: E402
+from storage.engine import open_store  # noqa: E402
+from storage.recorder import Recorder  # noqa: E402
+from storage.records import RunRecord  # noqa: E402
+from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot  # noqa: E402
+from training.evaluator import Evaluator  # noqa: E402
+from training.jobs import run_training_job, trainer_for  # noqa: E402
+from training.registry import AdapterRecord  # noqa: E402
+
+RECIPES = ("sft", "dpo", "dpo-nll", "ppo", "grpo", "sft-dpo")
+GAME = get_game("math-reflection")
+OPTIONS = GameOptions(turns=1)
+CRITIC = "scripted:always-correct"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One training job of a recipe: a trainer kind, config overrides and its share of the budget."""
+
+    kind: str
+    overrides: dict[str, Any]
+    share: float = 1.0
+
+
+STAGES: dict[str, list[Stage]] = {
+    "sft": [Stage("sft", {})],
+    "dpo": [Stage("dpo", {})],
+    "dpo-nll": [Stage("dpo", {"rpo_alpha": 1.0})],
+    "ppo": [Stage("ppo", {})],
+    "grpo": [Stage("grpo", {"learning_rate": 1e-4, "max_completion_length": 96})],
+    "sft-dpo": [Stage("sft", {}, 0.5), Stage("dpo", {}, 0.5)],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, from {', '.join(RECIPES)}")
+    parser.add_argument("--train-tasks", type=int, default=96)
+    parser.add_argument("--samples", type=int, default=8, help="samples per training task")
+    parser.add_argument("--eval-tasks", type=int, default=200)
+    parser.add_argument("--budget", type=float, default=240, help="training seconds per recipe")
+    parser.add_argument("--epochs", type=float, default=3, help="at most this many passes within the budget")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--workdir", type=Path, default=None, help="store and adapters (default: a temp dir)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    recipes = [r.strip() for r in args.recipes.split(",") if r.strip()]
+    unknown = sorted(set(recipes) - set(RECIPES))
+    if unknown:
+        parser.error(f"unknown recipe(s) {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparring-recipes-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    results = asyncio.run(compare(recipes, args, workdir))
+    print_table(results, args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+async def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
+    settings = load_settings()
+    engine = open_store(f"sqlite:///{workdir / 'recipes.db'}")
+    sampling = SamplingParams(temperature=0.8, max_new_tokens=args.max_new_tokens)
+    factory = PolicyFactory(settings, sampling, None)
+    try:
+        backend = factory.model_backend()
+        critic = await factory.policy("critic", CRITIC)
+        actor = Policy(backend, sampling)
+        train = load_tasks("arithmetic", n=args.train_tasks, seed=settings.seed, split="train")
+        say(f"playing {len(train)} training tasks x {args.samples} samples")
+        started = time.perf_counter()
+        await play_logged(engine, [t for t in train for _ in range(args.samples)],
+                          {"actor": actor, "critic": critic}, args.concurrency, settings.seed)
+        say(f"  {time.perf_counter() - started:.0f} s")
+        snapshots = build_datasets(engine, recipes, settings, workdir)
+        heldout = load_tasks("arithmetic", n=args.eval_tasks, seed=settings.seed, split="heldout")
+        evaluate = Evaluator(engine, GAME, heldout, settings.seed, OPTIONS, args.concurrency, say=say)
+        base = await evaluate({"actor": actor, "critic": critic}, label="base")
+        results = [{"recipe": "base (no training)", "rows": None, "steps": None, "train_s": 0.0,
+                    "pass@turn-1": base["pass@turn-1"]}]
+        for recipe in recipes:
+            say(f"recipe {recipe}")
+            try:
+                adapter, rows, steps, seconds = train_recipe(engine, recipe, args, settings, train, critic, workdir,
+                                                             snapshots)
+            except Exception as exc:  # one recipe failing (e.g. no pairs) must not lose the others
+                say(f"  {recipe} failed: {type(exc).__name__}: {exc}")
+                results.append({"recipe": recipe, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            await backend.load_adapter(adapter.name, str(adapter.path))
+            scored = await evaluate({"actor": Policy(backend, sampling, adapter=adapter.name), "critic": critic},
+                                    label=recipe)
+            results.append({"recipe": recipe, "rows": rows, "steps": steps, "train_s": seconds,
+                            "pass@turn-1": scored["pass@turn-1"], "adapter": adapter.name})
+        return results
+    finally:
+        await factory.aclose()
+
+
+def build_datasets(engine, recipes: list[str], settings, workdir: Path) -> dict[str, Any]:
+    """Every dataset the recipes need, built once from the shared logs before any recipe runs
+    (GRPO's own rollouts must not leak into the others' data)."""
+    kinds = {stage.kind for recipe in recipes for stage in STAGES[recipe]} - {"grpo"}
+    snapshots: dict[str, Any] = {}
+    for kind in sorted(kinds):
+        try:
+            snapshots[kind] = build_snapshot(engine, kind, "actor", game=GAME.name, base_model=settings.model,
+                                             out_dir=workdir / "datasets", since=None,
+                                             log_filter=LogFilter(split="train"), seed=settings.seed)
+            say(f"{kind} dataset: {snapshots[kind].row_count} rows")
+        except DatasetError as exc:
+            snapshots[kind] = exc
+            say(f"{kind} dataset: none ({exc})")
+    return snapshots
+
+
+def train_recipe(engine, recipe, args, settings, train_tasks, critic, workdir,
+                 snapshots) -> tuple[AdapterRecord, int, int, float]:
+    """Run a recipe's stages in order, each continuing from the previous one's adapter."""
+    parent, rows_used, steps, seconds = None, 0, 0, 0.0
+    for stage in STAGES[recipe]:
+        _, config_type = trainer_for(stage.kind)
+        config = config_type(model=settings.model, device=settings.device, seed=settings.seed,
+                             num_train_epochs=args.epochs, max_seconds=args.budget * stage.share,
+                             **stage.overrides)
+        common = {"config": config, "adapters_root": workdir / "adapters", "cache_dir": settings.cache_dir,
+                  "parent": parent}
+        if stage.kind == "grpo":
+            with Recorder(engine) as sink:
+                run_id = uuid.uuid4().hex
+                sink.start_run(RunRecord(run_id, GAME.name, {"purpose": "grpo rollouts"}, settings.seed,
+                                         socket.gethostname(), os.getpid()))
+                job = run_training_job(engine, kind="grpo", role="actor", rows=train_tasks, **common,
+                                       extra={"game": GAME.name, "other_policies": {"critic": critic}, "sink": sink,
+                                              "run_id": run_id, "options": OPTIONS})
+                sink.finish_run(run_id, "finished", {})
+            rows = len(train_tasks)
+        else:
+            snapshot = snapshots[stage.kind]
+            if isinstance(snapshot, Exception):
+                raise snapshot
+            data = load_snapshot(engine, snapshot.id, role="actor", base_model=settings.model, kind=stage.kind)
+            job = run_training_job(engine, kind=stage.kind, role="actor", rows=data,
+                                   dataset_snapshot_id=snapshot.id, **common)
+            rows = snapshot.row_count
+        parent = job.adapter
+        rows_used += rows
+        steps += int(job.metrics.get("steps", 0))
+        seconds += float(job.metrics.get("runtime_s", 0.0))
+        say(f"  {stage.kind}: {rows} rows, {steps} steps, {seconds:.0f} s")
+    return parent, rows_used, steps, seconds
+
+
+async def play_logged(engine, tasks, policies, concurrency: int, seed: int) -> None:
+    run_id = uuid.uuid4().hex
+    with Recorder(engine) as recorder:
+        recorder.start_run(RunRecord(run_id, GAME.name, {"purpose": "recipe data"}, seed, socket.gethostname(),
+                                     os.getpid()))
+        await play(GAME, tasks, policies, recorder, concurrency=concurrency, seed=seed, options=OPTIONS,
+                   run_id=run_id)
+        recorder.finish_run(run_id, "finished", {})
+
+
+def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    base = results[0]["pass@turn-1"]
+    print(f"\nheld-out arithmetic, {args.eval_tasks} tasks, greedy, pass@turn-1; training budget {args.budget:.0f} s "
+          f"per recipe on {args.train_tasks} tasks x {args.samples} samples")
+    print(f"| {'recipe':<20} | {'rows':>5} | {'steps':>5} | {'train s':>7} | {'pass@turn-1':>11} | {'vs base':>8} |")
+    print(f"|{'-' * 22}|{'-' * 7}|{'-' * 7}|{'-' * 9}|{'-' * 13}|{'-' * 10}|")
+    for r in results:
+        if "error" in r:
+            print(f"| {r['recipe']:<20} | failed: {r['error']}")
+            continue
+        delta = "" if r["rows"] is None else f"{100 * (r['pass@turn-1'] - base):+.1f} pts"
+        print(f"| {r['recipe']:<20} | {r['rows'] or '':>5} | {r['steps'] or '':>5} | {r['train_s']:>7.0f} | "
+              f"{100 * r['pass@turn-1']:>10.1f}% | {delta:>8} |")
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
