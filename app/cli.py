@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from app.commands import adapters, episodes, play, retrain, settings_cmd, training
+from app.commands import adapters, episodes, play, retrain, settings_cmd, training, vllm_cmd
 
 app = typer.Typer(
     help="sparring: train language-model agents by letting them play games and debates.\n\n"
@@ -20,6 +20,7 @@ for command in (
     training.deploy,
     retrain.retrain,
     settings_cmd.settings,
+    vllm_cmd.vllm,
 ):
     app.command()(command)
 app.add_typer(episodes.episodes_app, name="episodes")

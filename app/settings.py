@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -44,6 +45,35 @@ class Settings(BaseSettings):
     )
     seed: int = Field(0, description="Default seed for task selection and sampling.")
     max_batch_size: int = Field(64, ge=1, description="Most requests the in-process backend decodes at once.")
+    backend: Literal["inprocess", "vllm"] = Field(
+        "inprocess",
+        description="What serves 'model' seats: inprocess (transformers + PEFT in this process) or vllm "
+        "(a vLLM server at SPARRING_VLLM_URL; `sparring vllm` prints its command line).",
+    )
+    vllm_url: str = Field("http://127.0.0.1:8000/v1", description="Base URL of the vLLM server's OpenAI API.")
+    served_model_name: str | None = Field(
+        None, description="The base model's name on the vLLM server (--served-model-name); default: the model setting."
+    )
+    vllm_venv: Path = Field(
+        Path.home() / ".cache" / "sparring" / "vllm-venv",
+        description="The venv vLLM is installed in (scripts/setup-vllm creates it); `sparring vllm` uses its python.",
+    )
+    request_timeout_s: float = Field(300.0, gt=0, description="Seconds before a request to a model server times out.")
+    request_retries: int = Field(
+        8, ge=0, description="Retries of a model-server request on connection errors, timeouts, 429 and 5xx "
+        "(exponential backoff from 0.5 s, at most 16 s apart: 8 ride out a server restart)."
+    )
+    openai_base_url: str = Field(
+        "https://api.openai.com/v1", description="OpenAI-compatible API that 'openai:MODEL' seats call."
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, description="API key for SPARRING_OPENAI_BASE_URL (default: the OPENAI_API_KEY variable)."
+    )
+    seats: dict[str, str] = Field(
+        default_factory=dict,
+        description="Default policy per seat, as JSON, applied before --seat options: "
+        '{"critic": "openai:gpt-4o-mini"}.',
+    )
 
     @field_validator("device")
     @classmethod
@@ -51,6 +81,18 @@ class Settings(BaseSettings):
         if not _DEVICE.match(value):
             raise ValueError(f"{value!r} is not a device; use auto, cpu, cuda, cuda:N or mps")
         return value
+
+    @field_validator("vllm_url", "openai_base_url")
+    @classmethod
+    def _http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an HTTP URL; use for instance http://127.0.0.1:8000/v1")
+        return value.rstrip("/")
+
+    @property
+    def served_model(self) -> str:
+        """The base model's name on the vLLM server."""
+        return self.served_model_name or self.model
 
     @field_validator("database_url")
     @classmethod
