@@ -92,6 +92,7 @@ def test_gate_promotes_a_better_candidate_and_rejects_a_worse_one(store_url, tmp
     rejected = get_version(engine, "actor@v2")
     assert rejected.status == "rejected" and rejected.eval["gate"]["candidate"] == 0.0
     assert active_version(engine, "actor").name == "actor@v1" and live()["actor"].adapter == "actor@v1"
+    assert backend.adapters() == ["actor@v1"]  # the rejected candidate's slot is freed
     with engine.connect() as conn:  # v2's baseline (actor@v1) reused v1's candidate evaluation
         played = conn.execute(select(Run.config)).scalars().all()
     assert [c["purpose"] for c in played] == ["gate baseline for actor@v1", "gate candidate actor@v1",
@@ -104,11 +105,16 @@ def test_margin_lets_an_equal_candidate_through(tmp_path, adapter_template, sums
     v1 = _publish(engine, tmp_path / "adapters", adapter_template)
     promote(engine, v1.name)
     v2 = _publish(engine, tmp_path / "adapters", adapter_template)
-    backend = AdapterAware(good={"actor@v1", "actor@v2"})
+    backend = AdapterAware(good={"actor@v1", "actor@v2", "actor@v3"})
     live = LivePolicies({"actor": Policy(backend, adapter="actor@v1"), "critic": Policy(scripted_bot("echo"))})
     evaluate = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
     result = asyncio.run(gate_and_deploy(engine, v2, backend, live, evaluate, margin=0.0))
     assert result.promoted and result.candidate_value == result.baseline_value == 1.0
+    assert sorted(backend.adapters()) == ["actor@v1", "actor@v2"]  # the retired v1 may still serve episodes
+
+    v3 = _publish(engine, tmp_path / "adapters", adapter_template)
+    assert asyncio.run(gate_and_deploy(engine, v3, backend, live, evaluate)).promoted
+    assert sorted(backend.adapters()) == ["actor@v2", "actor@v3"]  # v1 is unloaded at the next deploy
 
 
 def test_hot_deploy_while_episodes_run(tmp_path, adapter_template, sums):

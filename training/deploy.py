@@ -112,6 +112,18 @@ async def gate_and_deploy(
     if result.promoted:
         promote(engine, candidate.name, eval=result.figures())
         live.swap(role, candidate.name)
+        keep = {candidate.name, active.name if active else None}
     else:
         reject(engine, candidate.name, eval=result.figures())
+        keep = {active.name if active else None}
+    await _unload_older(backend, role, keep)
     return result
+
+
+async def _unload_older(backend: Backend, role: str, keep: set[str | None]) -> None:
+    """Free the backend's adapter slots (vLLM has ``--max-loras`` of them): a rejected candidate
+    goes at once; a retired version stays loaded until the next deploy of its role, because
+    episodes that started on it before the swap are still playing their next turns."""
+    for name in backend.adapters():
+        if name.startswith(f"{role}@") and name not in keep:
+            await backend.unload_adapter(name)
