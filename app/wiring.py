@@ -115,6 +115,7 @@ class PolicyFactory:
             vllm=vllm,
             timeout_s=self.settings.request_timeout_s,
             retry=RetryPolicy(retries=self.settings.request_retries),
+            send_seeds=self.settings.request_seeds,
         )
 
     async def policy(self, seat: str, spec: str) -> Policy:

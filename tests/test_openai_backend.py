@@ -107,6 +107,12 @@ def test_request_maps_sampling_and_result_keeps_ids_without_eos(double):
     assert result.logprobs == [-0.5, -0.5]
 
 
+def test_seeds_can_be_left_out_for_servers_that_fail_on_them(double):
+    unseeded = OpenAIBackend(base_url=double.url, model_name="bundled", retry=FAST, send_seeds=False)
+    asyncio.run(unseeded.generate(GenerationRequest(HI, SamplingParams(temperature=0.8, seed=7))))
+    assert "seed" not in chats(double)[0]
+
+
 def test_a_hosted_api_gets_no_vllm_options_and_its_snapshot_name_is_the_model(double):
     double.base = "gpt-4o-mini"
     double.answer_model = "gpt-4o-mini-2024-07-18"

@@ -42,7 +42,10 @@ def retrain(
     tasks: Annotated[
         str, typer.Option(help="Task source (train split to play, heldout split to gate).")
     ] = "arithmetic",
-    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks for the gate and the report.")] = 64,
+    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each gate plays.")] = 64,
+    report_tasks: Annotated[
+        int | None, typer.Option(min=1, help="Held-out tasks of the before/after report (default: the gate's).")
+    ] = None,
     margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
     turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers.")] = 2,
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature while playing.")] = 0.8,
@@ -69,7 +72,7 @@ def retrain(
     Examples:
 
     * `sparring retrain`   (one round: play, train actor and critic, gate, deploy, report)
-    * `sparring retrain --rounds 3 --eval-tasks 200`
+    * `sparring retrain --rounds 3 --report-tasks 200`   (gates on 64 tasks, reports on 200)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
     """
     from graphs.context import GameOptions
@@ -103,6 +106,7 @@ def retrain(
         )
         options = GameOptions(turns=turns)
         heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
+        reported = load_tasks(tasks, n=report_tasks, seed=settings.seed, split="heldout") if report_tasks else heldout
         seat_specs = parse_seat_specs(spec, seat or [])
     except (UnknownGameError, TaskSourceError, SeatSpecError, ValueError) as exc:
         fail(str(exc))
@@ -122,11 +126,14 @@ def retrain(
             with err.status("loading models…"):
                 live = LivePolicies(await factory.policies(seat_specs))
             evaluate = Evaluator(engine, spec, heldout, settings.seed, options, concurrency, say=say, progress=bars)
+            # the same evaluator when the report plays the gate's tasks, so each figure is measured once
+            measure = evaluate if reported is heldout else Evaluator(
+                engine, spec, reported, settings.seed, options, concurrency, say=say, progress=bars)
             figures: dict[str, dict[str, Any]] = {}
             outcomes = []
             with progress:
                 if report:
-                    figures["before"] = await evaluate(live(), label="before: held-out evaluation")
+                    figures["before"] = await measure(live(), label="before: held-out evaluation")
                 for index in range(1, total_rounds + 1):
                     outcomes.append(await retrain_round(
                         engine, spec, factory.model_backend(), live, evaluate, config,
@@ -135,7 +142,7 @@ def retrain(
                         options=options, say=say, progress=bars,
                     ))
                     if report:
-                        figures[f"round {index}"] = await evaluate(live(), label=f"after round {index}")
+                        figures[f"round {index}"] = await measure(live(), label=f"after round {index}")
             return outcomes, figures
         finally:
             await factory.aclose()
@@ -165,4 +172,4 @@ def retrain(
         table = [{"metric": m, **{stage: f.get(m) for stage, f in figures.items()}}
                  for m in REPORT_METRICS if m in figures["before"]]
         emit(table, fmt, columns=["metric", *figures], console=out,
-             title=f"held-out {spec.name}: {len(heldout)} tasks, greedy, {turns} turns")
+             title=f"held-out {spec.name}: {len(reported)} tasks, greedy, {turns} turns")

