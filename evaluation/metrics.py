@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from storage.models import Base
+from storage.queries import in_run
 
 _T = Base.metadata.tables
 
@@ -30,7 +31,7 @@ def _reward_rows(engine: Engine, run_id: str, seat: str, name: str) -> list[Any]
         .join(turns, turns.c.episode_id == episodes.c.id)
         .join(rewards, rewards.c.turn_id == turns.c.id)
         .where(
-            episodes.c.run_id == run_id,
+            in_run(run_id),
             episodes.c.status == "succeeded",
             turns.c.seat == seat,
             rewards.c.name == name,
@@ -77,7 +78,7 @@ def debate_metrics(engine: Engine, run_id: str) -> dict[str, float | None]:
     query = (
         select(judgments.c.winner_seat)
         .join(episodes, episodes.c.id == judgments.c.episode_id)
-        .where(episodes.c.run_id == run_id, episodes.c.status == "succeeded")
+        .where(in_run(run_id), episodes.c.status == "succeeded")
     )
     with engine.connect() as conn:
         winners = [row[0] for row in conn.execute(query)]
@@ -89,7 +90,8 @@ def debate_metrics(engine: Engine, run_id: str) -> dict[str, float | None]:
 
 
 def run_metrics(engine: Engine, run_id: str) -> dict[str, float | None]:
-    """The metrics of a run's game (empty for a game without metrics here)."""
+    """The metrics of a run's game (empty for a game without metrics here); the run of a
+    `sparring play --workers N` command covers the episodes of all its workers."""
     runs = _T["runs"]
     with engine.connect() as conn:
         game = conn.execute(select(runs.c.game).where(runs.c.id == run_id)).scalar_one_or_none()

@@ -6,6 +6,7 @@ fix it, so that the CLI can print it as is.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +34,14 @@ SQLITE_PRAGMAS = ("busy_timeout=30000", "journal_mode=WAL", "synchronous=NORMAL"
 POSTGRES_CONNECT_TIMEOUT_S = 10
 DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
 RETRY_DELAYS_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.5, 2.5)
-"""Backoff between attempts of a transaction that hit a transient error (about 5.5 s in all)."""
+"""Backoff between attempts of a transaction that hit a transient error (about 5.5 s in all),
+each scaled by a random 0.5-1.5 so that processes locked out together do not retry together."""
+POSTGRES_POOL = {"pool_size": 5, "max_overflow": 10}
+"""SQLAlchemy's default pool, for a process that serves many threads."""
+WORKER_POSTGRES_POOL = {"pool_size": 2, "max_overflow": 2}
+"""For one of many `sparring play --workers` processes: its recorder's writer and one reader
+need two connections, so N workers on M machines hold about 2*N*M of the server's
+``max_connections`` (100 by default)."""
 
 T = TypeVar("T")
 
@@ -42,15 +50,16 @@ class DatabaseError(RuntimeError):
     """The store cannot be opened or written; the message says how to fix it."""
 
 
-def open_store(url: str, *, migrate: bool = True) -> Engine:
+def open_store(url: str, *, migrate: bool = True, pool: dict[str, int] | None = None) -> Engine:
     """An Engine on the store at ``url``, checked and (by default) migrated to the newest schema.
 
-    ``postgresql://`` and ``postgres://`` mean the psycopg 3 driver.
+    ``postgresql://`` and ``postgres://`` mean the psycopg 3 driver. ``pool``: PostgreSQL
+    connection pool sizes (default ``POSTGRES_POOL``; SQLite ignores them).
     """
     parsed = _parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         _prepare_sqlite_file(parsed)
-    engine = _create_engine(parsed)
+    engine = _create_engine(parsed, pool or POSTGRES_POOL)
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
@@ -85,7 +94,7 @@ def in_transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
             delay = next(delays, None)
             if delay is None or not (isinstance(exc, OperationalError) or exc.connection_invalidated):
                 raise
-        time.sleep(delay)
+        time.sleep(delay * random.uniform(0.5, 1.5))
 
 
 def _parse_url(url: str) -> URL:
@@ -117,10 +126,10 @@ def _prepare_sqlite_file(url: URL) -> None:
         ) from exc
 
 
-def _create_engine(url: URL) -> Engine:
+def _create_engine(url: URL, pool: dict[str, int]) -> Engine:
     kwargs: dict[str, Any] = {}
     if url.get_backend_name() == "postgresql":
-        kwargs["pool_pre_ping"] = True
+        kwargs.update(pool, pool_pre_ping=True)
         if "connect_timeout" not in url.query:
             kwargs["connect_args"] = {"connect_timeout": POSTGRES_CONNECT_TIMEOUT_S}
     try:

@@ -111,10 +111,14 @@ class Base(DeclarativeBase):
 
 
 class Run(Base):
-    """One invocation of `sparring play` (or a retrain round's play phase)."""
+    """One invocation of `sparring play` (or a retrain round's play phase).
+
+    `sparring play --workers N` writes one run for the command (it holds no episodes) and one
+    child run per worker process, whose ``parent_id`` names the command's run.
+    """
 
     __tablename__ = "runs"
-    __table_args__ = (Index(None, "status", "started_at"), Index(None, "started_at"))
+    __table_args__ = (Index(None, "status", "started_at"), Index(None, "started_at"), Index(None, "parent_id"))
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
     game: Mapped[str]
@@ -126,6 +130,8 @@ class Run(Base):
     summary: Mapped[dict[str, Any] | None]
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
+    parent_id: Mapped[str | None] = mapped_column(ID)
+    """the command's run, for a worker's run; no foreign key, so that SQLite can add the column in place"""
 
 
 class Episode(Base):

@@ -1,14 +1,16 @@
 """Episodes that will never get their end: marking them failed instead of leaving them running.
 
 A process killed in the middle of a run leaves its open episodes ``running``. They must never
-pass for finished, nor stay "running" forever: ``mark_orphans`` finds them, and the recorder's
-``abort_running`` marks a run's open episodes on Ctrl-C.
+pass for finished, nor stay "running" forever: ``mark_orphans`` finds them, the recorder's
+``abort_running`` marks a run's open episodes on Ctrl-C, and ``fail_exited_workers`` lets
+`sparring play --workers N` mark the runs of the workers that died under it at once.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 from sqlalchemy import ColumnElement, Connection, Engine, select, update
 
@@ -37,6 +39,39 @@ def fail_running_episodes(conn: Connection, which: ColumnElement[bool], error: s
         .values(status=EpisodeStatus.FAILED.value, error_stage=INTERRUPTED_STAGE, finished_at=utcnow())
     )
     return result.rowcount
+
+
+def fail_exited_workers(
+    engine: Engine, parent_id: str, reasons: Mapping[int, str], *, status: RunStatus = RunStatus.FAILED
+) -> int:
+    """End the still-running worker runs of the command run ``parent_id`` whose process is gone;
+    returns how many of their episodes were still running.
+
+    ``reasons`` maps each exited worker's pid to why it is gone ("worker 2 (pid 4242) exited
+    with signal SIGKILL"): the run gets ``status`` and that reason in its summary, and its
+    running episodes fail with it. Runs their worker ended properly are left as they are.
+    """
+
+    def mark(conn: Connection) -> int:
+        runs = conn.execute(
+            select(_RUNS.c.id, _RUNS.c.pid).where(
+                (_RUNS.c.parent_id == parent_id)
+                & (_RUNS.c.status == RunStatus.RUNNING.value)
+                & _RUNS.c.pid.in_(list(reasons))
+            )
+        ).all()
+        marked = 0
+        for run_id, pid in runs:
+            reason = reasons[pid]
+            conn.execute(
+                update(_RUNS)
+                .where(_RUNS.c.id == run_id)
+                .values(status=status.value, summary={"error": reason}, finished_at=utcnow())
+            )
+            marked += fail_running_episodes(conn, _EPISODES.c.run_id == run_id, f"interrupted: {reason}")
+        return marked
+
+    return in_transaction(engine, mark) if reasons else 0
 
 
 def mark_orphans(engine: Engine) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, Select, exists, func, select
 
-from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn, TurnPayload
+from storage.models import Episode, EpisodePayload, Judgment, Reward, Run, Turn, TurnPayload
 
 _E = Episode.__table__
 _EP = EpisodePayload.__table__
@@ -22,6 +22,7 @@ _T = Turn.__table__
 _TP = TurnPayload.__table__
 _R = Reward.__table__
 _J = Judgment.__table__
+_RUNS = Run.__table__
 
 _PAYLOAD = ("task", "seats", "outcome", "error")
 _TURN_COLUMNS = (*(c for c in _T.columns if c.name != "episode_id"), *(c for c in _TP.columns if c.name != "turn_id"))
@@ -46,6 +47,7 @@ class EpisodeFilter:
     seat: str | None = None
     policy: str | None = None
     run_id: str | None = None
+    """the run's episodes, and those of its workers' runs (`sparring play --workers`)"""
     task_id: str | None = None
     split: str | None = None
     min_reward: float | None = None
@@ -57,8 +59,8 @@ class EpisodeFilter:
 @dataclass
 class Page:
     items: list[dict[str, Any]]
-    total: int
-    """how many episodes match the filter, all pages together"""
+    total: int | None
+    """how many episodes match the filter, all pages together (None when not counted)"""
     limit: int | None
     offset: int
 
@@ -69,12 +71,20 @@ class _Conditions:
     turn: list[ColumnElement[bool]] = field(default_factory=list)
 
 
+def in_run(run_id: str) -> ColumnElement[bool]:
+    """Episodes of the run ``run_id`` or of one of its workers' runs."""
+    runs = select(_RUNS.c.id).where((_RUNS.c.id == run_id) | (_RUNS.c.parent_id == run_id))
+    return _E.c.run_id.in_(runs)
+
+
 def _conditions(flt: EpisodeFilter) -> _Conditions:
     c = _Conditions()
-    for name in ("game", "status", "run_id", "task_id", "split"):
+    for name in ("game", "status", "task_id", "split"):
         value = getattr(flt, name)
         if value is not None:
             c.episode.append(_E.c[name] == value)
+    if flt.run_id is not None:
+        c.episode.append(in_run(flt.run_id))
     if flt.min_reward is not None:
         c.episode.append(_E.c.reward >= flt.min_reward)
     if flt.max_reward is not None:
@@ -111,6 +121,25 @@ def _order_by(sort: str) -> list[ColumnElement[Any]]:
     return [ordered.nulls_last() if column.nullable else ordered, tie]
 
 
+def _after(conn: Connection, sort: str, episode_id: str) -> ColumnElement[bool]:
+    """Keyset condition: the episodes that come after ``episode_id`` in the ``sort`` order.
+    Written as ``key <= v AND (key < v OR id < after)`` (descending) so that an index on the
+    key gives a range to seek into."""
+    column, ident = _E.c[sort.removeprefix("-")], _E.c.id
+    row = conn.execute(select(column).where(ident == episode_id)).first()
+    if row is None:
+        raise KeyError(f"no episode {episode_id!r} to page after; give the id of the last episode of the previous page")
+    value, descending = row[0], sort.startswith("-")
+    beyond_id = ident < episode_id if descending else ident > episode_id
+    if value is None:  # nulls sort last: only nulls follow a null, in id order
+        return column.is_(None) & beyond_id
+    if descending:
+        beyond = (column <= value) & ((column < value) | beyond_id)
+    else:
+        beyond = (column >= value) & ((column > value) | beyond_id)
+    return beyond | column.is_(None) if column.nullable else beyond
+
+
 def _episode_select(*payload_columns: str) -> Select[Any]:
     payload = (_EP.c[name] for name in payload_columns)
     return select(*_E.columns, *payload).select_from(_E.outerjoin(_EP, _EP.c.episode_id == _E.c.id))
@@ -123,16 +152,27 @@ def list_episodes(
     sort: str = "-started_at",
     limit: int | None = 20,
     offset: int = 0,
+    after: str | None = None,
+    count: bool = True,
 ) -> Page:
-    """One page of episodes (narrow columns and seats) and how many match in all."""
+    """One page of episodes (narrow columns and seats) and how many match in all.
+
+    ``after``: the id of the last episode of the previous page; the page starts right after
+    it (``offset`` then counts from there). Unlike an offset, this keyset paging reads none
+    of the earlier pages, so a deep page costs what the first one does. ``count=False``
+    leaves ``total`` None: on a large store, counting every match is most of a page's cost
+    when the filter selects many episodes through their turns (``seat``, ``policy``).
+    """
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 (or None for all), got {limit}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
     where = _episode_where(flt or EpisodeFilter())
-    stmt = _episode_select("seats").where(*where).order_by(*_order_by(sort)).limit(limit).offset(offset)
+    order = _order_by(sort)
     with engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(_E).where(*where)).scalar_one()
+        total = conn.execute(select(func.count()).select_from(_E).where(*where)).scalar_one() if count else None
+        page_where = where if after is None else [*where, _after(conn, sort, after)]
+        stmt = _episode_select("seats").where(*page_where).order_by(*order).limit(limit).offset(offset)
         items = [row._asdict() for row in conn.execute(stmt)]
     return Page(items=items, total=total, limit=limit, offset=offset)
 
@@ -140,7 +180,7 @@ def list_episodes(
 def count_episodes_by_status(engine: Engine, run_id: str | None = None) -> dict[str, int]:
     stmt = select(_E.c.status, func.count()).group_by(_E.c.status)
     if run_id is not None:
-        stmt = stmt.where(_E.c.run_id == run_id)
+        stmt = stmt.where(in_run(run_id))
     with engine.connect() as conn:
         return {status: count for status, count in conn.execute(stmt)}
 

@@ -3,9 +3,12 @@
 Sink methods only enqueue, so the asyncio game code never waits on the database. The writer
 thread takes records in enqueue order, up to ``batch_size`` at a time (or what arrived within
 ``flush_interval_s`` of the first), and commits each batch in one transaction: bulk inserts
-in foreign-key order, then the EpisodeEnds of the batch as UPDATEs. An EpisodeEnd is thus
-never committed before a record enqueued ahead of it, and an episode whose end was not
-recorded stays ``running`` (``abort_running`` and ``mark_orphans`` mark those as failed).
+in foreign-key order (an episode that also ends in the batch is inserted ended), then the
+other EpisodeEnds of the batch as UPDATEs. An EpisodeEnd is thus never committed before a
+record enqueued ahead of it, and an episode whose end was not recorded stays ``running``
+(``abort_running`` and ``mark_orphans`` mark those as failed). Under a backlog, batches are
+full: ``batch_size`` bounds how many records one transaction holds, and fewer, larger
+commits are what let the writer keep up (bench/store_ingest.py).
 
 A write that still fails after retrying transient errors stops the writer: nothing after it
 is written, and the failure is raised as a DatabaseError by ``flush``, ``close`` and every
@@ -63,7 +66,7 @@ class RecorderStats:
 class Recorder:
     """Batched, ordered, non-blocking writer of game records into the store."""
 
-    def __init__(self, engine: Engine, *, batch_size: int = 512, flush_interval_s: float = 0.05) -> None:
+    def __init__(self, engine: Engine, *, batch_size: int = 4096, flush_interval_s: float = 0.05) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if flush_interval_s < 0:
@@ -112,6 +115,7 @@ class Recorder:
             "summary": None,
             "started_at": run.started_at,
             "finished_at": None,
+            "parent_id": run.parent_id,
         }
         in_transaction(self._engine, lambda conn: conn.execute(insert(_RUNS), row))
 

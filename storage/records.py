@@ -34,6 +34,8 @@ class RunRecord:
     host: str
     pid: int
     started_at: datetime = field(default_factory=utcnow)
+    parent_id: str | None = None
+    """the run of the `sparring play --workers` command this worker's run belongs to"""
 
 
 @dataclass

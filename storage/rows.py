@@ -2,7 +2,9 @@
 
 Kept lean on purpose: the recorder's throughput is bounded by this per-record Python work.
 Each record becomes plain dicts (no ``dataclasses.asdict``, which deep-copies the payloads),
-and each table gets one executemany insert per batch.
+and each table gets one executemany insert per batch. An episode that starts and ends in the
+same batch is inserted already ended; only the ends of episodes started in an earlier batch
+become UPDATEs.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def to_rows(records: list[Any]) -> Rows:
     inserts = rows.inserts
     episodes, episode_payloads = inserts[EPISODES], inserts[EPISODE_PAYLOADS]
     turns, turn_payloads = inserts[TURNS], inserts[TURN_PAYLOADS]
+    started: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    """episode id -> its episode and payload rows, for the episodes started in this batch"""
     for r in records:
         kind = type(r)
         if kind is TurnRecord:
@@ -88,27 +92,26 @@ def to_rows(records: list[Any]) -> Rows:
                 }
             )
         elif kind is EpisodeStart:
-            episodes.append(
-                {
-                    "id": r.id,
-                    "run_id": r.run_id,
-                    "game": r.game,
-                    "task_id": r.task_id,
-                    "task_source": r.task_source,
-                    "split": r.split,
-                    "difficulty": r.difficulty,
-                    "seed": r.seed,
-                    "status": EpisodeStatus.RUNNING.value,
-                    "reward": None,
-                    "num_turns": 0,
-                    "error_stage": None,
-                    "started_at": r.started_at,
-                    "finished_at": None,
-                }
-            )
-            episode_payloads.append(
-                {"episode_id": r.id, "task": r.task, "seats": r.seats, "outcome": None, "error": None}
-            )
+            episode = {
+                "id": r.id,
+                "run_id": r.run_id,
+                "game": r.game,
+                "task_id": r.task_id,
+                "task_source": r.task_source,
+                "split": r.split,
+                "difficulty": r.difficulty,
+                "seed": r.seed,
+                "status": EpisodeStatus.RUNNING.value,
+                "reward": None,
+                "num_turns": 0,
+                "error_stage": None,
+                "started_at": r.started_at,
+                "finished_at": None,
+            }
+            payload = {"episode_id": r.id, "task": r.task, "seats": r.seats, "outcome": None, "error": None}
+            episodes.append(episode)
+            episode_payloads.append(payload)
+            started[r.id] = (episode, payload)
         elif kind is RewardRecord:
             inserts[REWARDS].append(
                 {
@@ -137,10 +140,25 @@ def to_rows(records: list[Any]) -> Rows:
                 }
             )
         elif kind is EpisodeEnd:
-            rows.ends.append(r)
+            if r.episode_id in started:
+                _end_in_place(r, *started[r.episode_id])
+            else:
+                rows.ends.append(r)
         else:
             raise TypeError(f"the recorder does not know how to store a {kind.__name__}")
     return rows
+
+
+def _end_in_place(end: EpisodeEnd, episode: dict[str, Any], payload: dict[str, Any]) -> None:
+    """What the episode-end UPDATEs would set, on rows not inserted yet."""
+    episode.update(
+        status=str(end.status),
+        reward=end.reward,
+        num_turns=end.num_turns,
+        error_stage=end.error_stage,
+        finished_at=end.finished_at,
+    )
+    payload.update(outcome=end.outcome, error=end.error)
 
 
 def write_rows(conn: Connection, rows: Rows) -> int:

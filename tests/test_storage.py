@@ -58,7 +58,7 @@ def test_migrated_schema_matches_models(store_url: str) -> None:
     open_store(store_url).dispose()  # a second open finds the schema at head and changes nothing
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
-        assert current_revision(conn) == head_revision() == "0001"
+        assert current_revision(conn) == head_revision() == "0002"
     engine.dispose()
     assert diff == []
 
@@ -411,6 +411,27 @@ def test_list_episodes_run_filter_sorting_and_paging(store: Engine, played: dict
 
     with pytest.raises(ValueError, match=r"unknown sort key 'seed'.*-started_at.*reward"):
         list_episodes(store, sort="seed")
+
+
+def test_list_episodes_keyset_paging(store: Engine, played: dict[str, RecordedEpisode]) -> None:
+    # every sort, ties (game, num_turns) and nulls (reward) included: pages after the last id
+    # of the previous one give the same order as one page of everything
+    for flt in (EpisodeFilter(), EpisodeFilter(game="math-reflection")):
+        for sort in ("-started_at", "started_at", "-reward", "reward", "-game", "num_turns", "finished_at"):
+            everything = _ids(list_episodes(store, flt, sort=sort, limit=None), played)
+            paged: list[str] = []
+            page = list_episodes(store, flt, sort=sort, limit=2, count=False)
+            while page.items:
+                paged += _ids(page, played)
+                page = list_episodes(store, flt, sort=sort, limit=2, after=page.items[-1]["id"], count=False)
+            assert (sort, paged) == (sort, everything)
+            assert page.total is None
+
+    first = list_episodes(store, limit=2)
+    second = list_episodes(store, limit=2, after=first.items[-1]["id"])
+    assert "".join(_ids(second, played)) == "dc" and second.total == 6
+    with pytest.raises(KeyError, match="no episode 'nope' to page after"):
+        list_episodes(store, after="nope")
 
 
 def test_get_episode_by_prefix(store: Engine) -> None:

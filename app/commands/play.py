@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import socket
-import uuid
-from typing import Annotated, NoReturn
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
 from app.output import Format, emit
-from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
+from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from app.playing import PlayJob
+    from graphs.tasks.base import Task
 
 
 def games(fmt: FormatOption = Format.table) -> None:
@@ -53,6 +56,16 @@ def play(
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens a model turn may generate.")] = 160,
     timeout: Annotated[float | None, typer.Option(help="Seconds before an episode is marked timeout.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for task choice and sampling (default: settings).")] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            "-w",
+            min=1,
+            help="Processes that play the episodes, each with its own models and --concurrency; "
+            "episode i keeps task i and seed SEED+i whatever the number.",
+        ),
+    ] = 1,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -63,6 +76,7 @@ def play(
     * `sparring play math-reflection --episodes 32 --concurrency 16 --turns 3`
     * `sparring play debate -n 8 --rounds 2 --seat debater_b=scripted:stubborn`
     * `sparring play math-reflection --tasks ../shared/data/gsm8k_test.jsonl -n 100 --temperature 0`
+    * `sparring play math-reflection -n 1024 -c 32 --workers 4`  (4 processes, one store)
     """
     from graphs.context import GameOptions
     from graphs.games import UnknownGameError, get_game
@@ -83,17 +97,21 @@ def play(
         fail(f"task source {tasks!r} gave no tasks")
     task_list = [t for t in task_list for _ in range(samples)][:episodes]
 
-    from graphs.runner import play as play_games
-    from storage.recorder import Recorder, mark_orphans
-    from storage.records import EpisodeStatus, RunRecord
+    from app.playing import PlayJob
+    from storage.recorder import mark_orphans
 
     engine = store_or_exit(settings)
     orphans = mark_orphans(engine)
     if orphans:
         err.print(f"marked {orphans} episode(s) of ended processes as failed (interrupted)")
-    run = RunRecord(
-        id=uuid.uuid4().hex,
+    job = PlayJob(
+        settings=settings,
         game=spec.name,
+        seats=seat_specs,
+        options=options,
+        sampling=sampling,
+        concurrency=concurrency,
+        timeout_s=timeout,
         config={
             "episodes": episodes,
             "samples": samples,
@@ -105,97 +123,144 @@ def play(
             "sampling": vars(sampling),
             "model": settings.model,
         },
-        seed=settings.seed,
-        host=socket.gethostname(),
-        pid=os.getpid(),
     )
-    factory = PolicyFactory(settings, sampling, engine)
-    with Recorder(engine) as recorder:
-        recorder.start_run(run)
-        progress = Progress(
-            TextColumn(f"[bold]{spec.name}[/]"),
+    bar = _Bar(spec.name, len(task_list), transient=fmt != Format.table)
+    if workers == 1:
+        summary = _play_here(job, task_list, engine, bar)
+    else:
+        summary = _play_in_workers(job, task_list, workers, engine, bar)
+    _print_summary(summary, fmt)
+    if summary.get("workers_died"):
+        fail(
+            f"{'; '.join(summary['workers_died'])}. The others finished. What a dead worker finished is kept, its "
+            "running episodes are marked failed and the episodes it had not started were not played "
+            f"(see `sparring episodes list --run {summary['run_id']} --status failed`).",
+            code=1,
+        )
+    failure = _first_failure(engine, summary["run_id"])
+    if failure and fmt == Format.table:
+        bad = summary["episodes"] - summary["succeeded"]
+        err.print(
+            f"[yellow]{bad} episode(s) did not succeed[/]; first: {failure}  "
+            f"(see `sparring episodes list --run {summary['run_id']} --status failed`)"
+        )
+
+
+class _Bar:
+    """One progress bar for all the episodes of the command, whichever process plays them."""
+
+    def __init__(self, game: str, total: int, *, transient: bool) -> None:
+        self.counts = {"ok": 0, "bad": 0}
+        self.progress = Progress(
+            TextColumn(f"[bold]{game}[/]"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("ok {task.fields[ok]} failed {task.fields[bad]}"),
+            TextColumn("ok {task.fields[ok]} failed {task.fields[bad]}{task.fields[note]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=err,
-            transient=fmt != Format.table,
+            transient=transient,
         )
+        self.task = self.progress.add_task("play", total=total, ok=0, bad=0, note="")
 
-        async def main():
-            try:
-                with err.status("loading models…"):
-                    policies = await factory.policies(seat_specs)
-                with progress:
-                    bar = progress.add_task("play", total=len(task_list), ok=0, bad=0)
-                    counts = {"ok": 0, "bad": 0}
+    def tick(self, succeeded: bool) -> None:
+        self.counts["ok" if succeeded else "bad"] += 1
+        self.progress.update(self.task, advance=1, **self.counts)
 
-                    def tick(summary) -> None:
-                        counts["ok" if summary.status == EpisodeStatus.SUCCEEDED else "bad"] += 1
-                        progress.update(bar, advance=1, **counts)
+    def note(self, text: str) -> None:
+        self.progress.update(self.task, note=f"  {text}")
 
-                    return await play_games(
-                        spec,
-                        task_list,
-                        policies,
-                        recorder,
-                        concurrency=concurrency,
-                        seed=settings.seed,
-                        options=options,
-                        run_id=run.id,
-                        timeout_s=timeout,
-                        on_episode=tick,
-                    )
-            finally:
-                await factory.aclose()
 
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+def _play_here(job: PlayJob, task_list: Sequence[Task], engine: Engine, bar: _Bar) -> dict[str, Any]:
+    """``--workers 1``: play every episode in this process."""
+    from app.playing import play_share, summarize
+    from storage.recorder import Recorder
+
+    run = job.run_record()
+    loading = err.status("loading models…")
+    loading.start()
+
+    def loaded() -> None:
+        loading.stop()
+        bar.progress.start()
+
+    with Recorder(engine) as recorder:
         try:
-            report = asyncio.run(main())
+            report = play_share(
+                job, task_list, first_index=0, engine=engine, recorder=recorder, run=run,
+                on_loaded=loaded, on_episode=lambda e: bar.tick(e.status == "succeeded"),
+            )
         except KeyboardInterrupt:
-            recorder.abort_running(run.id, "interrupted by the user (Ctrl-C or SIGTERM)")
-            recorder.finish_run(run.id, "interrupted", {})
             err.print("interrupted: finished episodes are kept, running ones are marked failed")
             raise typer.Exit(130) from None
         except Exception as exc:
-            recorder.abort_running(run.id, f"the run stopped: {exc}")
-            recorder.finish_run(run.id, "failed", {"error": str(exc)})
             fail(str(exc), code=1)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            loading.stop()
+            bar.progress.stop()
         recorder.flush()
-        from evaluation.metrics import run_metrics
-
-        metrics = run_metrics(engine, run.id)
-        summary = {
-            "run_id": run.id,
-            "game": spec.name,
-            "episodes": len(report.episodes),
-            "succeeded": report.count(EpisodeStatus.SUCCEEDED),
-            "failed": report.count(EpisodeStatus.FAILED),
-            "timeout": report.count(EpisodeStatus.TIMEOUT),
-            **metrics,
-            "generated_tokens": report.completion_tokens,
-            "tokens_per_s": round(report.tokens_per_s, 1),
-            "wall_s": round(report.wall_s, 1),
-        }
+        summary = summarize(engine, run.id, job.game, completion_tokens=report.completion_tokens, wall_s=report.wall_s)
         recorder.finish_run(run.id, "finished", summary)
-    _print_summary(summary, fmt)
-    failures = [e for e in report.episodes if e.status != EpisodeStatus.SUCCEEDED]
-    if failures and fmt == Format.table:
-        first = failures[0]
-        err.print(
-            f"[yellow]{len(failures)} episode(s) did not succeed[/]; first: {first.episode_id[:12]} "
-            f"at {first.error_stage}: {first.error}  (see `sparring episodes list --status failed`)"
-        )
+    return summary
 
 
-def _raise_interrupt(signum, frame) -> NoReturn:
-    raise KeyboardInterrupt
+def _play_in_workers(
+    job: PlayJob, task_list: Sequence[Task], workers: int, engine: Engine, bar: _Bar
+) -> dict[str, Any]:
+    """``--workers N``: N processes play shares of the episodes; this one shows their progress
+    and writes the command's run (each worker's run names it as its parent)."""
+    from app.playing import summarize
+    from app.workers import play_in_workers
+    from storage.recorder import Recorder
+
+    workers = min(workers, len(task_list))
+    run = job.run_record(workers=workers)
+    ready = 0
+
+    def on_ready() -> None:
+        nonlocal ready
+        ready += 1
+        bar.note(f"workers ready {ready}/{workers}")
+
+    started = time.perf_counter()
+    with Recorder(engine) as recorder:
+        recorder.start_run(run)
+        bar.note(f"starting {workers} workers…")
+        try:
+            with bar.progress:
+                outcome = play_in_workers(
+                    job, task_list, workers=workers, engine=engine, parent_run_id=run.id,
+                    on_ready=on_ready, on_episode=lambda ok, _tokens: bar.tick(ok),
+                )
+        except Exception as exc:
+            recorder.finish_run(run.id, "failed", {"error": str(exc)})
+            fail(f"could not run the workers: {exc}", code=1)
+        wall_s = time.perf_counter() - started
+        summary = summarize(engine, run.id, job.game, completion_tokens=outcome.completion_tokens, wall_s=wall_s)
+        summary["workers"] = workers
+        if outcome.interrupted:
+            recorder.finish_run(run.id, "interrupted", summary)
+            err.print("interrupted: finished episodes are kept, running ones are marked failed")
+            raise typer.Exit(130)
+        if outcome.died:
+            summary["workers_died"] = outcome.died
+        recorder.finish_run(run.id, "failed" if outcome.died else "finished", summary)
+    return summary
 
 
-def _print_summary(summary: dict, fmt: Format) -> None:
+def _first_failure(engine: Engine, run_id: str) -> str | None:
+    """"ID at STAGE: ERROR" of the run's first episode that failed or timed out."""
+    from storage.queries import EpisodeFilter, get_episode, list_episodes
+
+    for status in ("failed", "timeout"):
+        page = list_episodes(engine, EpisodeFilter(run_id=run_id, status=status), sort="started_at", limit=1)
+        if page.items:
+            episode = get_episode(engine, page.items[0]["id"])
+            return f"{episode['id'][:12]} at {episode['error_stage']}: {episode['error']}"
+    return None
+
+
+def _print_summary(summary: dict[str, Any], fmt: Format) -> None:
     if fmt == Format.table:
         rows = [{"metric": k, "value": v} for k, v in summary.items()]
         emit(rows, fmt, title="play summary", console=out)

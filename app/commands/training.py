@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,6 +19,8 @@ from app.settings import Settings
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
 
 datasets_app = typer.Typer(help="Build training datasets from the logs.", no_args_is_help=True)
+DATA_PARALLEL_KINDS = ("sft", "dpo", "kto")
+"""Trainers built on TRL's Trainer, which runs data-parallel under `accelerate launch`."""
 
 
 def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, split: str | None):
@@ -106,11 +110,14 @@ def train(
     * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
     * `sparring train grpo --game math-reflection --role actor --max-steps 24`
+    * `accelerate launch --multi_gpu --num_processes 4 -m app.cli train sft --role actor --dataset 12`
+      (sft, dpo, kto on 4 GPUs; build the snapshot first with `sparring datasets build`)
     """
     from training.jobs import TRAINER_KINDS, TrainingJobError, run_training_job, trainer_for
 
     if kind not in (*TRAINER_KINDS, "grpo"):
         fail(f"unknown trainer {kind!r}; trainers: {', '.join(TRAINER_KINDS)}, grpo")
+    rank = _check_launch(kind, role, dataset)
     settings = settings_or_exit(database_url=db)
     engine = store_or_exit(settings)
     _, config_type = trainer_for(kind)
@@ -152,6 +159,14 @@ def train(
             fail(str(exc))
         extra, cleanup = {}, lambda: None
     parent = None if fresh else active_version(engine, role)
+    if rank != 0:  # the other processes of `accelerate launch` train beside the main one, which alone records
+        train_fn, _ = trainer_for(kind)
+        with tempfile.TemporaryDirectory(prefix=f"sparring-rank{rank}-") as work:
+            train_fn(
+                rows, config, role=role, output_dir=Path(work) / "adapter", cache_dir=settings.cache_dir,
+                parent_adapter=parent.path if parent else None, progress=None, dataset_snapshot_id=snapshot_id,
+            )
+        return
     progress = Progress(
         TextColumn(f"[bold]train {kind} {role}[/]"),
         BarColumn(),
@@ -199,6 +214,26 @@ def train(
             f"published {result.adapter.name} as a candidate; promote it with "
             f"`sparring adapters promote {result.adapter.name}`"
         )
+
+
+def _check_launch(kind: str, role: str, dataset: int | None) -> int:
+    """This process's rank when `accelerate launch` (or torchrun) started several; 0 otherwise.
+
+    All of them train (TRL's trainers run data-parallel); only rank 0 records the job and
+    publishes the adapter, so they must all read one snapshot that exists already.
+    """
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and kind not in DATA_PARALLEL_KINDS:
+        fail(
+            f"`sparring train {kind}` trains in one process, but accelerate launch started {world}. Run it "
+            f"without accelerate launch ({', '.join(DATA_PARALLEL_KINDS)} can use several GPUs)."
+        )
+    if world > 1 and dataset is None:
+        fail(
+            f"under accelerate launch all {world} processes must train on one snapshot: build it first with "
+            f"`sparring datasets build {kind} --role {role}` and pass its id with --dataset."
+        )
+    return rank
 
 
 def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats: list[str]):
