@@ -2,12 +2,17 @@
 
 For each concurrency N, rounds of N short arithmetic prompts are served greedily (max_new_tokens
 64; at least --min-prompts prompts in all): by the backend (N concurrent ``generate`` calls a
-round, which it batches) and by raw ``model.generate`` (one left-padded call a round). Only
-real completion tokens count (up to and excluding EOS / padding). Prints a table of tokens/s
-and the ratio backend / raw.
+round, which it batches, up to the largest N at once) and by raw ``model.generate`` (one
+left-padded call a round). Only real completion tokens count (up to and excluding EOS /
+padding). Prints a table of tokens/s and the ratio backend / raw.
 
-    python bench/backend_throughput.py                 # bundled model, CPU, N = 1 16 64
+Model, cache folder and device default to the settings (SPARRING_MODEL, SPARRING_CACHE_DIR,
+SPARRING_DEVICE: ``auto`` is CUDA when there is a GPU). On CUDA the model runs in bfloat16
+and N defaults to larger batches.
+
+    python bench/backend_throughput.py                 # bundled model; CPU: N = 1 16 64, CUDA: 1 64 256
     python bench/backend_throughput.py --sizes 1 8 --repeats 1
+    python bench/backend_throughput.py --device cuda --sizes 1 128 512
 """
 
 from __future__ import annotations
@@ -25,9 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 import torch
 
+from app.settings import load_settings
 from graphs.policies.base import GenerationRequest, Message, SamplingParams
 from graphs.policies.inprocess import InProcessBackend
-from graphs.policies.models import load_model
+from graphs.policies.models import load_model, resolve_device
+
+CPU_SIZES = [1, 16, 64]
+CUDA_SIZES = [1, 64, 256]
 
 
 def prompts(n: int, seed: int = 0) -> list[list[Message]]:
@@ -73,17 +82,27 @@ async def backend_generate(
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="bundled")
-    parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "sparring")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 64])
+    settings = load_settings()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=settings.model)
+    parser.add_argument("--cache-dir", type=Path, default=settings.cache_dir)
+    parser.add_argument("--device", default=settings.device, help="auto, cpu, cuda, cuda:N or mps")
+    parser.add_argument("--dtype", default="auto", help="auto (bfloat16 on CUDA, else float32), float16...")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        help=f"concurrent requests N, the largest being the backend's batch size "
+        f"(default: {' '.join(map(str, CPU_SIZES))} on CPU, {' '.join(map(str, CUDA_SIZES))} on CUDA)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs per cell")
     parser.add_argument("--min-prompts", type=int, default=8, help="N below this serves several rounds of N")
     args = parser.parse_args()
+    if args.sizes is None:
+        args.sizes = CUDA_SIZES if resolve_device(args.device).type == "cuda" else CPU_SIZES
 
-    model, tokenizer = load_model(args.model, cache_dir=args.cache_dir, device=args.device)
+    model, tokenizer = load_model(args.model, cache_dir=args.cache_dir, device=args.device, dtype=args.dtype)
     backend = InProcessBackend(model, tokenizer, model_name=args.model, max_batch_size=max(args.sizes))
     raw_generate(model, tokenizer, prompts(2), 4)  # warm-up
     await backend_generate(backend, prompts(2), 4)
