@@ -113,6 +113,11 @@ def test_play_list_show_export(db, tmp_path):
     assert len(rows) == 4 and all(r["status"] == "succeeded" and r["num_turns"] == 4 for r in rows)
     page2 = invoke("episodes", "list", "--format", "json", "--limit", "4", "--page", "2")
     assert len(json.loads(page2.stdout)) == 2
+    keyset = invoke("episodes", "list", "--format", "json", "--limit", "4", "--after", rows[-1]["id"], "--no-count")
+    assert [r["id"] for r in json.loads(keyset.stdout)] == [r["id"] for r in json.loads(page2.stdout)]
+    assert "next: --after" in invoke("episodes", "list", "--limit", "4", "--no-count").stdout
+    unknown = invoke("episodes", "list", "--after", "nope")
+    assert unknown.exit_code == 2 and "no episode 'nope' to page after" in unknown.output
 
     shown = invoke("episodes", "show", rows[0]["id"][:10], "--format", "json")
     episode = json.loads(shown.stdout)[0]

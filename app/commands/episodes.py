@@ -39,17 +39,25 @@ def episodes_list(
         str, typer.Option(help="Sort key, '-' for descending: started_at, reward, num_turns…")
     ] = "-started_at",
     limit: Annotated[int, typer.Option(min=1, help="Rows per page.")] = 20,
-    page: Annotated[int, typer.Option(min=1, help="Page number.")] = 1,
+    page: Annotated[int, typer.Option(min=1, help="Page number (counted from --after when given).")] = 1,
+    after: Annotated[
+        str | None, typer.Option(help="Start after this episode id (keyset paging: deep pages cost what the first does).")
+    ] = None,
+    count: Annotated[bool, typer.Option(help="Count every match (the slow part of a page on a large store).")] = True,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
     """List logged episodes with filters, sorting and paging.
+
+    On a large store, page with `--after LAST_ID --no-count` (the caption prints the id to pass):
+    it reads only the page asked for.
 
     Examples:
 
     * `sparring episodes list --game math-reflection --status failed`
     * `sparring episodes list --min-reward 1 --sort -finished_at --limit 50 --page 2`
     * `sparring episodes list --seat critic --format jsonl > episodes.jsonl`
+    * `sparring episodes list --game debate --no-count --after 3f2a9c0d4e5f...`
     """
     from storage.queries import EpisodeFilter, list_episodes
 
@@ -65,17 +73,20 @@ def episodes_list(
         since=_parse_since(since),
     )
     try:
-        result = list_episodes(engine, flt, sort=sort, limit=limit, offset=(page - 1) * limit)
-    except ValueError as exc:
-        fail(str(exc))
-    pages = max(1, -(-result.total // limit))
+        result = list_episodes(engine, flt, sort=sort, limit=limit, offset=(page - 1) * limit, after=after,
+                               count=count)
+    except (ValueError, KeyError) as exc:
+        fail(str(exc.args[0]))
+    where = f"page {page}/{max(1, -(-result.total // limit))} · {result.total} matching" if count else f"page {page}"
+    if result.items:
+        where += f" · next: --after {result.items[-1]['id']}"
     rows = [{**row, "id": row["id"][:12] if fmt == Format.table else row["id"]} for row in result.items]
     emit(
         rows,
         fmt,
         columns=["id", "game", "task_id", "status", "reward", "num_turns", "started_at", "error_stage"],
         title="episodes",
-        caption=f"page {page}/{pages} · {result.total} matching",
+        caption=where,
     )
 
 
