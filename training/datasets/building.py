@@ -19,6 +19,11 @@ from training.datasets.credit import context_seats
 from training.datasets.reading import EpisodeLog, LogFilter, LoggedTurn, ReadPlan
 
 Row = dict[str, Any]
+
+
+class EncodedRow(bytes):
+    """A row already encoded as one JSON object (UTF-8, no newline): the snapshot writer
+    writes it as it is, so a builder that parks rows as JSON need not decode them again."""
 OptionsT = TypeVar("OptionsT")
 
 
@@ -68,10 +73,10 @@ class Builder(ABC, Generic[OptionsT]):
         """The columns of the rows, as ``datasets`` loads them."""
 
     @abstractmethod
-    def add(self, episode: EpisodeLog) -> Iterable[Row]:
+    def add(self, episode: EpisodeLog) -> Iterable[Row | EncodedRow]:
         """Rows that this episode alone makes."""
 
-    def finish(self) -> Iterable[Row]:
+    def finish(self) -> Iterable[Row | EncodedRow]:
         """Rows that needed every episode of the build (groups, normalisation, balance)."""
         return ()
 

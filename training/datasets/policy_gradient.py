@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datasets import Features, List, Value
 
 from storage.models import DatasetKind
-from training.datasets.building import BuildContext, Builder, Row
+from training.datasets.building import BuildContext, Builder, EncodedRow, Row
 from training.datasets.credit import turn_credits
 from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
 from training.datasets.reading import EpisodeLog, prompt_hash
@@ -99,17 +99,19 @@ class PolicyGradientRows(Builder[PPOOptions]):
                 )
         return ()
 
-    def finish(self) -> Iterator[Row]:
+    def finish(self) -> Iterator[EncodedRow]:
         try:
             groups: dict[tuple[str, str], list[float]] = {}
             for key, reward in zip(self._keys, self._rewards, strict=True):
                 groups.setdefault(key, []).append(reward)
             stats = {key: _stats(rewards) for key, rewards in groups.items() if len(rewards) > 1}
             everyone = _stats(self._rewards) if self._rewards else (0.0, 0.0)
-            for row, key in zip(self._spill, self._keys, strict=True):
+            # rows leave as the JSON they were parked as, the two columns spliced on at the end
+            for line, key, reward in zip(self._spill.lines(), self._keys, self._rewards, strict=True):
                 mean, std = stats.get(key, everyone)
-                advantage = (row["reward"] - mean) / (std + ADVANTAGE_EPS)
-                yield {**row, "advantage": advantage, "group_size": len(groups[key])}
+                advantage = (reward - mean) / (std + ADVANTAGE_EPS)
+                tail = f', "advantage": {advantage!r}, "group_size": {len(groups[key])}}}'
+                yield EncodedRow(line[:-1] + tail.encode())
         finally:
             self._spill.close()
 

@@ -18,7 +18,6 @@ Which turns are read, for a ``ReadPlan`` with role R:
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -152,9 +151,15 @@ class EpisodeLog:
 
 
 def prompt_hash(messages: Sequence[dict[str, Any]]) -> str:
-    """A digest of the exact prompt messages: two turns with the same digest saw the same state."""
-    canonical = json.dumps(messages, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+    """A digest of the exact prompt messages: two turns with the same digest saw the same state.
+    (Keys and values joined with ASCII separators rather than canonical JSON: a build hashes
+    every turn's prompt, and this is several times cheaper.)"""
+    digest = hashlib.sha256()
+    for message in messages:
+        for key in sorted(message):
+            digest.update(f"{key}\x1f{message[key]}\x1e".encode())
+        digest.update(b"\x1d")
+    return digest.hexdigest()[:32]
 
 
 def read_episodes(

@@ -27,7 +27,7 @@ from sqlalchemy import Engine, select
 from storage.engine import session_scope
 from storage.models import DatasetKind, DatasetSnapshot
 from storage.records import utcnow
-from training.datasets.building import BuildContext, Builder, Row
+from training.datasets.building import BuildContext, Builder, EncodedRow, Row
 from training.datasets.errors import (
     DatasetMismatchError,
     EmptyDatasetError,
@@ -247,9 +247,9 @@ class _Writer:
         self.rows = 0
         self.sha256 = hashlib.sha256()
 
-    def write_all(self, rows: Iterable[Row]) -> None:
+    def write_all(self, rows: Iterable[Row | EncodedRow]) -> None:
         for row in rows:
-            line = json.dumps(row, ensure_ascii=False).encode() + b"\n"
+            line = (row if isinstance(row, EncodedRow) else json.dumps(row, ensure_ascii=False).encode()) + b"\n"
             self.file.write(line)
             self.sha256.update(line)
             self.rows += 1

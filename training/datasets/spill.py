@@ -33,6 +33,13 @@ class Spill:
             yield json.loads(line)
         self._file.seek(0, 2)  # appends go to the end again
 
+    def lines(self) -> Iterator[bytes]:
+        """The parked rows in order, as the JSON text they were written as (no newline)."""
+        self._file.seek(0)
+        for line in self._file:
+            yield line.rstrip(b"\n")
+        self._file.seek(0, 2)
+
     def get(self, index: int) -> dict[str, Any]:
         end = self._file.tell()
         self._file.seek(self._offsets[index])
