@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import make_url
 
 from storage.engine import DatabaseError, open_store
+from storage.scratch import scratch_postgres_database
 
 POSTGRES_ENV = "SPARRING_BENCH_POSTGRES_URL"
 _stderr = Console(stderr=True, soft_wrap=True)
@@ -41,22 +40,9 @@ def postgres_server(url: str | None) -> str | None:
     return url
 
 
-@contextmanager
-def fresh_postgres_database(server_url: str) -> Iterator[str]:
-    """Create an empty database on the server of ``server_url``; yield its URL; drop it."""
-    name = f"sparring_bench_{uuid.uuid4().hex[:12]}"
-    server = open_store(server_url, migrate=False)
-    admin = server.execution_options(isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        try:
-            yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        server.dispose()
+def fresh_postgres_database(server_url: str) -> AbstractContextManager[str]:
+    """An empty benchmark database on the server, dropped afterwards."""
+    return scratch_postgres_database(server_url, prefix="sparring_bench")
 
 
 @contextmanager

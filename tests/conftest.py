@@ -8,38 +8,19 @@ they are skipped, with the reason shown in the report.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, make_url
+from sqlalchemy import Engine
 
 from storage.engine import open_store
+from storage.scratch import scratch_postgres_database
 
 POSTGRES_ENV = "SPARRING_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = (
     f"set {POSTGRES_ENV}=postgresql+psycopg://postgres@127.0.0.1:5432/test to run PostgreSQL tests"
 )
-
-
-@contextmanager
-def fresh_postgres_database(server_url: str) -> Iterator[str]:
-    """Create an empty database on the server of ``server_url``; yield its URL; drop it."""
-    name = f"sparring_test_{uuid.uuid4().hex[:12]}"
-    server = open_store(server_url, migrate=False)
-    admin = server.execution_options(isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        try:
-            yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        server.dispose()
 
 
 @pytest.fixture
@@ -48,7 +29,7 @@ def postgres_url() -> Iterator[str]:
     server_url = os.environ.get(POSTGRES_ENV)
     if not server_url:
         pytest.skip(POSTGRES_SKIP_REASON)
-    with fresh_postgres_database(server_url) as url:
+    with scratch_postgres_database(server_url, prefix="sparring_test") as url:
         yield url
 
 
