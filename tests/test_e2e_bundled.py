@@ -54,3 +54,34 @@ def test_play_math_reflection_on_the_bundled_model(tmp_path, monkeypatch):
         assert by_turn[(turn.id, name)] in (0.0, 1.0)
         if turn.seat == "actor" and turn.parsed is False:
             assert by_turn[(turn.id, "correct")] == 0.0
+
+
+def test_one_retrain_round_on_the_bundled_model(tmp_path, monkeypatch):
+    """`sparring retrain --once` on the real model, kept small: earlier logs hold right answers
+    (a scripted calculator played them) so the actor has rows whatever the model samples; both
+    roles train, gate (margin 1: always promoted here) and serve the next episodes."""
+    url = f"sqlite:///{tmp_path / 'loop.db'}"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    runner = CliRunner()
+    seeded = runner.invoke(app, ["play", "math-reflection", "-n", "8", "--turns", "1",
+                                 "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct"])
+    assert seeded.exit_code == 0, seeded.output
+    result = runner.invoke(app, [
+        "retrain", "--once", "--every-episodes", "8", "--samples", "4", "-c", "8", "--eval-tasks", "4",
+        "--turns", "1", "--max-new-tokens", "32", "--max-steps", "2", "--margin", "1", "--format", "json",
+    ])
+    assert result.exit_code == 0, result.output
+    rounds, report = (json.loads(line) for line in result.stdout.strip().splitlines()[-2:])
+    assert [(r["role"], r["status"], r["candidate"]) for r in rounds] == [
+        ("actor", "promoted", "actor@v1"), ("critic", "promoted", "critic@v1")]
+    assert all(r["rows"] > 0 for r in rounds)
+    assert {m["metric"] for m in report} >= {"pass@turn-1", "critic_accuracy"}
+    assert all(set(m) == {"metric", "before", "round 1"} for m in report)
+
+    engine = open_store(url)
+    with engine.connect() as conn:
+        last_run = conn.execute(select(Episode.run_id).order_by(Episode.finished_at.desc()).limit(1)).scalar_one()
+        served = set(conn.execute(select(Turn.seat, Turn.served_by).join(Episode, Episode.id == Turn.episode_id)
+                                  .where(Episode.run_id == last_run)).all())
+    assert served == {("actor", "actor@v1"), ("critic", "critic@v1")}  # the round's last evaluation

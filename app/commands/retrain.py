@@ -38,7 +38,7 @@ def retrain(
     every_minutes: Annotated[float | None, typer.Option(help="Also end a round's play after T minutes.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="Rounds to run.")] = 1,
     once: Annotated[bool, typer.Option(help="One round, then exit (for cron).")] = False,
-    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (siblings for group rows).")] = 8,
+    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (siblings for group rows).")] = 4,
     tasks: Annotated[
         str, typer.Option(help="Task source (train split to play, heldout split to gate).")
     ] = "arithmetic",
@@ -48,7 +48,10 @@ def retrain(
     ] = None,
     margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
     turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers.")] = 2,
-    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature while playing.")] = 0.8,
+    temperature: Annotated[
+        float,
+        typer.Option(min=0.0, help="Temperature of training episodes (bundled model: 9.4% right at 0.3, 2% at 0.7)."),
+    ] = 0.3,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 64,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
