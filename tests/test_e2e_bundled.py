@@ -63,13 +63,17 @@ def test_one_retrain_round_on_the_bundled_model(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'loop.db'}"
     monkeypatch.setenv("SPARRING_DATABASE_URL", url)
     monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    tasks = tmp_path / "sums.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 5?", "answer": f"#### {a + 5}"}) + "\n"
+                             for a in range(24)))
     runner = CliRunner()
-    seeded = runner.invoke(app, ["play", "math-reflection", "-n", "8", "--turns", "1",
+    seeded = runner.invoke(app, ["play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks),
                                  "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct"])
     assert seeded.exit_code == 0, seeded.output
     result = runner.invoke(app, [
-        "retrain", "--once", "--every-episodes", "8", "--samples", "4", "-c", "8", "--eval-tasks", "4",
-        "--turns", "1", "--max-new-tokens", "32", "--max-steps", "2", "--margin", "1", "--format", "json",
+        "retrain", "--once", "--tasks", str(tasks), "--every-episodes", "8", "--samples", "4", "-c", "8",
+        "--eval-tasks", "4", "--turns", "1", "--max-new-tokens", "32", "--max-steps", "2", "--margin", "1",
+        "--format", "json",
     ])
     assert result.exit_code == 0, result.output
     rounds, report = (json.loads(line) for line in result.stdout.strip().splitlines()[-2:])
