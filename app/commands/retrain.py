@@ -34,7 +34,7 @@ def retrain(
     game: Annotated[str, typer.Option(help="Game played and trained on.")] = "math-reflection",
     roles: Annotated[str, typer.Option(help="Comma-separated learner roles, one adapter each.")] = "actor,critic",
     trainer: Annotated[str, typer.Option(help="sft (rejection sampling), dpo, kto or ppo.")] = "sft",
-    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 256,
+    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 128,
     every_minutes: Annotated[float | None, typer.Option(help="Also end a round's play after T minutes.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="Rounds to run.")] = 1,
     once: Annotated[bool, typer.Option(help="One round, then exit (for cron).")] = False,
