@@ -9,10 +9,7 @@ process would have played there.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -48,15 +45,7 @@ class PlayJob:
 
     def run_record(self, *, parent_id: str | None = None, **config: Any) -> RunRecord:
         """A new run of this process, with ``config`` added to the command's."""
-        return RunRecord(
-            id=uuid.uuid4().hex,
-            game=self.game,
-            config={**self.config, **config},
-            seed=self.settings.seed,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            parent_id=parent_id,
-        )
+        return RunRecord.new(self.game, {**self.config, **config}, self.settings.seed, parent_id=parent_id)
 
 
 def play_share(

@@ -20,11 +20,9 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,13 +166,12 @@ def train_recipe(engine, recipe, args, settings, train_tasks, critic, workdir,
                   "parent": parent}
         if stage.kind == "grpo":
             with Recorder(engine) as sink:
-                run_id = uuid.uuid4().hex
-                sink.start_run(RunRecord(run_id, GAME.name, {"purpose": "grpo rollouts"}, settings.seed,
-                                         socket.gethostname(), os.getpid()))
+                run = RunRecord.new(GAME.name, {"purpose": "grpo rollouts"}, settings.seed)
+                sink.start_run(run)
                 job = run_training_job(engine, kind="grpo", role="actor", rows=train_tasks, **common,
                                        extra={"game": GAME.name, "other_policies": {"critic": critic}, "sink": sink,
-                                              "run_id": run_id, "options": OPTIONS})
-                sink.finish_run(run_id, "finished", {})
+                                              "run_id": run.id, "options": OPTIONS})
+                sink.finish_run(run.id, "finished", {})
             rows = len(train_tasks)
         else:
             snapshot = snapshots[stage.kind]
@@ -193,13 +190,12 @@ def train_recipe(engine, recipe, args, settings, train_tasks, critic, workdir,
 
 
 async def play_logged(engine, tasks, policies, concurrency: int, seed: int) -> None:
-    run_id = uuid.uuid4().hex
+    run = RunRecord.new(GAME.name, {"purpose": "recipe data"}, seed)
     with Recorder(engine) as recorder:
-        recorder.start_run(RunRecord(run_id, GAME.name, {"purpose": "recipe data"}, seed, socket.gethostname(),
-                                     os.getpid()))
+        recorder.start_run(run)
         await play(GAME, tasks, policies, recorder, concurrency=concurrency, seed=seed, options=OPTIONS,
-                   run_id=run_id)
-        recorder.finish_run(run_id, "finished", {})
+                   run_id=run.id)
+        recorder.finish_run(run.id, "finished", {})
 
 
 def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:

@@ -6,6 +6,9 @@ recorder (storage.recorder) writes them in batches on its own thread.
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -36,6 +39,11 @@ class RunRecord:
     started_at: datetime = field(default_factory=utcnow)
     parent_id: str | None = None
     """the run of the `sparring play --workers` command this worker's run belongs to"""
+
+    @classmethod
+    def new(cls, game: str, config: dict[str, Any], seed: int, *, parent_id: str | None = None) -> RunRecord:
+        """A run started now by this process (a fresh id, this host and pid)."""
+        return cls(uuid.uuid4().hex, game, config, seed, socket.gethostname(), os.getpid(), parent_id=parent_id)
 
 
 @dataclass

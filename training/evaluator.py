@@ -10,9 +10,6 @@ per evaluator, which is what makes the figures comparable across rounds.
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -55,7 +52,8 @@ class Evaluator:
             self.say(f"{label}: same policies as {self._memory[key]['label']!r}, reusing its figures")
             return self._memory[key]
         self.say(f"{label}: playing {len(self.tasks)} held-out tasks")
-        run_id, done = uuid.uuid4().hex, 0
+        run, done = RunRecord.new(self.game.name, {"purpose": label}, self.seed), 0
+        run_id = run.id
 
         def advance(_episode: object) -> None:
             nonlocal done
@@ -64,8 +62,7 @@ class Evaluator:
 
         self.progress(label, 0, len(self.tasks))
         with Recorder(self.engine) as recorder:
-            recorder.start_run(RunRecord(run_id, self.game.name, {"purpose": label}, self.seed, socket.gethostname(),
-                                         os.getpid()))
+            recorder.start_run(run)
             report = await play(self.game, self.tasks, greedy, recorder, concurrency=self.concurrency, seed=self.seed,
                                 options=self.options, run_id=run_id, on_episode=advance)
             recorder.finish_run(run_id, "finished", {"purpose": label})

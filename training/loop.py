@@ -9,10 +9,7 @@ on with the active adapters. Every round is a `runs` row whose summary says what
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -108,11 +105,10 @@ async def retrain_round(
     progress: PhaseProgress = lambda phase, done, total: None,
 ) -> RoundOutcome:
     started = time.perf_counter()
-    run_id = uuid.uuid4().hex
+    run = RunRecord.new(game.name, {"purpose": f"retrain round {round_index}", "config": asdict(config)}, seed)
+    run_id = run.id
     with Recorder(engine) as recorder:
-        recorder.start_run(RunRecord(run_id, game.name, {"purpose": f"retrain round {round_index}",
-                                                          "config": asdict(config)}, seed, socket.gethostname(),
-                                     os.getpid()))
+        recorder.start_run(run)
         try:
             episodes = await _play_training_episodes(engine, game, live, recorder, config, run_id=run_id,
                                                      round_index=round_index, seed=seed, options=options,

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Annotated
 
@@ -255,9 +253,9 @@ def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats:
     factory = PolicyFactory(settings, SamplingParams(temperature=0.7), engine)
     others = asyncio.run(factory.policies(specs))
     recorder = Recorder(engine)
-    run_id = uuid.uuid4().hex
-    recorder.start_run(RunRecord(run_id, spec.name, {"purpose": f"grpo rollouts for {role}"}, settings.seed,
-                                 socket.gethostname(), os.getpid()))
+    run = RunRecord.new(spec.name, {"purpose": f"grpo rollouts for {role}"}, settings.seed)
+    run_id = run.id
+    recorder.start_run(run)
 
     def cleanup() -> None:
         recorder.finish_run(run_id, "finished", {})
