@@ -256,6 +256,25 @@ def test_mixed_adapters_share_a_batch_and_match_single_adapter_runs(backend, tok
     assert len({tuple(r.completion_token_ids) for r in same_prompt}) == 3
 
 
+def test_single_adapter_batches_switch_adapters_and_match_single_adapter_runs(
+    backend, tokenizer, adapter_dirs
+) -> None:
+    """A batch of one adapter, or of the base model alone, takes PEFT's plain path (the active
+    adapter set, or the adapters disabled); the next batch may need another."""
+    asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+    asyncio.run(backend.load_adapter("b", str(adapter_dirs["b"])))
+    for adapter in ("b", None, "a", "b", None):
+        batches_before = backend.stats.batches
+        results = together(backend, [GenerationRequest(p, GREEDY, adapter) for p in PROMPTS[:3]])
+        assert backend.stats.batches == batches_before + 1
+        for result in results:
+            assert result.served_by == (adapter or "tiny")
+            expected = reference_generate(
+                tokenizer, adapter_dirs, adapter, result.prompt_token_ids, GREEDY.max_new_tokens
+            )
+            assert result.completion_token_ids == expected, adapter
+
+
 def test_unknown_adapter_is_refused_with_the_loaded_ones(backend, adapter_dirs) -> None:
     asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
     with pytest.raises(UnknownAdapterError, match=r"'nope'.*loaded adapters: a"):

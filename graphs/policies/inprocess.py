@@ -8,7 +8,8 @@ back to each caller's event loop through ``call_soon_threadsafe``.
 The decode loop is our own rather than ``model.generate`` because every row of a batch has its
 own sampling parameters (temperature, top-p, seed, stop strings, length) and its own LoRA
 adapter: requests for different adapters and for the base model share one forward pass
-through PEFT's mixed-adapter batches (``adapter_names=[...]``, ``"__base__"`` for the base).
+through PEFT's mixed-adapter batches (``adapter_names=[...]``, ``"__base__"`` for the base);
+a batch of a single adapter (or of the base model alone) runs PEFT's plain, faster path.
 
 Adapter loading and unloading run on the worker thread between batches, so they are
 serialised with generation: requests queued before an unload are served by the adapter.
@@ -22,7 +23,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -357,12 +358,48 @@ class InProcessBackend:
             input_ids[i, width - len(row.prompt_ids) :] = torch.tensor(row.prompt_ids)
             mask[i, width - len(row.prompt_ids) :] = 1
         input_ids, mask = input_ids.to(device), mask.to(device)
+        sampler = _Sampler([r.params for r in rows], device)
+        with self._adapters_for([r.pending.request.adapter for r in rows]) as adapter_names:
+            return self._decode_loop(rows, input_ids, mask, sampler, adapter_names, eos_ids)
+
+    @contextlib.contextmanager
+    def _adapters_for(self, adapters: list[str | None]) -> Iterator[list[str] | None]:
+        """Sets the model up for a batch whose rows ask for ``adapters`` (None: the base model)
+        and yields the per-row ``adapter_names`` to pass to each forward pass, or None.
+
+        A batch of one adapter runs with it active and a batch of the base model alone with
+        the adapters disabled; only a mixed batch goes through PEFT's mixed-adapter forward,
+        which re-indexes the sub-batch of each adapter in every LoRA layer at every step
+        (64 rows of one adapter, bundled model, CPU: 108 tokens/s mixed, 134 single).
+        """
+        if self._peft is None:
+            yield None
+            return
+        distinct = set(adapters)
+        if len(distinct) > 1:
+            yield [a or BASE_ADAPTER for a in adapters]
+            return
+        (only,) = distinct
+        if only is None:
+            with self._peft.disable_adapter():
+                yield None
+            return
+        if self._peft.active_adapter != only:
+            self._peft.set_adapter(only, inference_mode=True)
+        yield None
+
+    def _decode_loop(
+        self,
+        rows: list[_Row],
+        input_ids: torch.Tensor,
+        mask: torch.Tensor,
+        sampler: _Sampler,
+        adapter_names: list[str] | None,
+        eos_ids: set[int],
+    ) -> int:
+        device = input_ids.device
         positions = (mask.cumsum(-1) - 1).clamp_(min=0)
         lengths = mask.sum(-1)
-        sampler = _Sampler([r.params for r in rows], device)
-        adapter_names = (
-            [r.pending.request.adapter or BASE_ADAPTER for r in rows] if self._peft is not None else None
-        )
         cache = DynamicCache(config=self._model.config)
         present = list(range(len(rows)))  # rows[present[j]] is row j of the tensors
         steps = 0
