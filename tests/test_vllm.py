@@ -47,7 +47,7 @@ HI = [{"role": "user", "content": "What is 12 + 30?"}]
 def test_vllm_command_enables_runtime_lora_with_room_for_two_adapters_per_role():
     env, argv = vllm_command(python="/venv/bin/python", model="/models/smol", served_name="bundled", roles=3,
                              lora_rank=16, host="127.0.0.1", port=8000, extra=("--max-model-len", "2048"))
-    assert env == {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    assert env == {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": "4"}
     assert argv == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/smol",
                     "--served-model-name", "bundled", "--enable-lora", "--max-loras", "6", "--max-lora-rank", "16",
                     "--host", "127.0.0.1", "--port", "8000", "--max-model-len", "2048"]
@@ -74,11 +74,13 @@ def test_sparring_vllm_prints_the_command_for_the_settings(tmp_path, monkeypatch
     monkeypatch.setenv("SPARRING_SERVED_MODEL_NAME", "smol")
     monkeypatch.setenv("SPARRING_VLLM_URL", "http://0.0.0.0:8123/v1")
     monkeypatch.setenv("SPARRING_VLLM_VENV", str(tmp_path / "venv"))
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "6")  # the user's choice is kept
     result = runner.invoke(app, ["vllm", "--roles", "actor,critic", "--", "--dtype", "bfloat16"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == (
-        f"VLLM_ALLOW_RUNTIME_LORA_UPDATING=True {tmp_path}/venv/bin/python -m vllm.entrypoints.openai.api_server "
-        f"--model {model} --served-model-name smol --enable-lora --max-loras 4 --max-lora-rank 16 --host 0.0.0.0 "
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_CPU_KVCACHE_SPACE=6 "
+        f"{tmp_path}/venv/bin/python -m vllm.entrypoints.openai.api_server --model {model} --served-model-name smol "
+        "--enable-lora --max-loras 4 --max-lora-rank 16 --host 0.0.0.0 "
         "--port 8123 --dtype bfloat16"
     )
     result = runner.invoke(app, ["vllm", "--start"])

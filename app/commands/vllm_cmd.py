@@ -16,6 +16,10 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The values vLLM 0.32 accepts for --max-lora-rank."""
 ADAPTERS_PER_ROLE = 2
 """A role's active version and the candidate evaluated against it are loaded at once."""
+CPU_KV_CACHE_GIB = "4"
+"""VLLM_CPU_KVCACHE_SPACE unless set: without it a CPU build of vLLM reserves 92% of the NUMA
+node's memory and refuses to start while other processes hold a few GB (seen here with 24 GB).
+GPU builds ignore it."""
 
 
 def vllm_command(
@@ -28,12 +32,14 @@ def vllm_command(
     host: str,
     port: int,
     extra: tuple[str, ...] = (),
+    cpu_kv_cache_gib: str = CPU_KV_CACHE_GIB,
 ) -> tuple[dict[str, str], list[str]]:
     """The environment variables and argv of a vLLM server that sparring can deploy adapters to.
 
     Runtime LoRA loading is switched on (``/v1/load_lora_adapter``), with room for
     ``ADAPTERS_PER_ROLE`` adapters per role and a rank limit of ``lora_rank`` rounded up to a
-    value vLLM accepts. ``extra`` options go last, so they can override any of ours.
+    value vLLM accepts, and a KV cache of ``cpu_kv_cache_gib`` on CPU builds. ``extra`` options
+    go last, so they can override any of ours.
     """
     if roles < 1:
         raise ValueError(f"roles must be >= 1, got {roles}")
@@ -51,7 +57,7 @@ def vllm_command(
         "--port", str(port),
         *extra,
     ]  # fmt: skip
-    return {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}, argv
+    return {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": cpu_kv_cache_gib}, argv
 
 
 def shell_line(env: dict[str, str], argv: list[str]) -> str:
@@ -117,6 +123,7 @@ def vllm(
             host=host or url.hostname or "127.0.0.1",
             port=port or url.port or 8000,
             extra=tuple(extra or ()),
+            cpu_kv_cache_gib=os.environ.get("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB),
         )
     except (ModelLoadError, ValueError) as exc:
         fail(str(exc))
