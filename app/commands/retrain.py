@@ -34,15 +34,15 @@ def retrain(
     game: Annotated[str, typer.Option(help="Game played and trained on.")] = "math-reflection",
     roles: Annotated[str, typer.Option(help="Comma-separated learner roles, one adapter each.")] = "actor,critic",
     trainer: Annotated[str, typer.Option(help="sft (rejection sampling), dpo, kto or ppo.")] = "sft",
-    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 128,
+    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 96,
     every_minutes: Annotated[float | None, typer.Option(help="Also end a round's play after T minutes.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="Rounds to run.")] = 1,
     once: Annotated[bool, typer.Option(help="One round, then exit (for cron).")] = False,
-    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (siblings for group rows).")] = 4,
+    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (siblings for group rows and pairs).")] = 2,
     tasks: Annotated[
         str, typer.Option(help="Task source (train split to play, heldout split to gate).")
     ] = "arithmetic",
-    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each gate plays.")] = 64,
+    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each gate plays.")] = 32,
     report_tasks: Annotated[
         int | None, typer.Option(min=1, help="Held-out tasks of the before/after report (default: the gate's).")
     ] = None,
