@@ -34,7 +34,7 @@ def retrain(
     game: Annotated[str, typer.Option(help="Game played and trained on.")] = "math-reflection",
     roles: Annotated[str, typer.Option(help="Comma-separated learner roles, one adapter each.")] = "actor,critic",
     trainer: Annotated[str, typer.Option(help="sft (rejection sampling), dpo, kto or ppo.")] = "sft",
-    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 96,
+    every_episodes: Annotated[int, typer.Option(min=1, help="New training episodes per round.")] = 64,
     every_minutes: Annotated[float | None, typer.Option(help="Also end a round's play after T minutes.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="Rounds to run.")] = 1,
     once: Annotated[bool, typer.Option(help="One round, then exit (for cron).")] = False,
@@ -70,12 +70,12 @@ def retrain(
     on the held-out tasks (greedy, same seeds every round). A role whose step fails (no new
     rows, a crashed trainer, a rejected candidate) is recorded and the loop goes on with the
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: one
-    round on the bundled model fits in about 20 minutes on 2 CPU cores.
+    round on the bundled model takes about 22-26 minutes on 2 CPU cores.
 
     Examples:
 
     * `sparring retrain`   (one round: play, train actor and critic, gate, deploy, report)
-    * `sparring retrain --rounds 3 --report-tasks 200`   (gates on 64 tasks, reports on 200)
+    * `sparring retrain --rounds 3 --report-tasks 200`   (gates on 32 tasks, reports on 200)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
     """
     from graphs.context import GameOptions
