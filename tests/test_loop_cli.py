@@ -8,6 +8,7 @@ that adapter, and a rollback must bring the previous version back.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -139,12 +140,18 @@ def test_ctrl_c_during_retrain_keeps_what_was_committed(env):
     command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--roles", "actor", "--every-episodes", "400",
                "--samples", "1", "-c", "2", "--turns", "3", "--max-new-tokens", "48", "--no-report",
                "--seat", "critic=scripted:always-incorrect"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     engine = open_store(url)
     try:
         before = _wait_for_episodes(engine, at_least=4, process=process)
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=120)
+        try:
+            output, _ = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            stacks, _ = process.communicate(timeout=30)
+            pytest.fail(f"no exit 2 minutes after SIGINT; the process's stacks:\n{stacks[-6000:]}")
     finally:
         process.kill()
     assert process.returncode == 130, output
