@@ -56,9 +56,10 @@ async def serve(backend: Backend, batch: list[list[Message]], concurrency: int, 
 
 def start_server(python: Path, model: str, port: int, dtype: str, log: Path) -> subprocess.Popen:
     env, argv = vllm_command(python=str(python), model=model, served_name="bench", roles=1, lora_rank=16,
-                             host="127.0.0.1", port=port, extra=("--max-model-len", "2048", "--dtype", dtype))
+                             host="127.0.0.1", port=port, extra=("--max-model-len", "2048", "--dtype", dtype),
+                             cpu_kv_cache_gib="2")
     with log.open("wb") as out:
-        return subprocess.Popen(argv, env={**os.environ, **env, "VLLM_CPU_KVCACHE_SPACE": "2"}, stdout=out,
+        return subprocess.Popen(argv, env={**os.environ, **env}, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 

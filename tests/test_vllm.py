@@ -147,10 +147,11 @@ def vllm_url(tmp_path_factory) -> Iterator[str]:
         host="127.0.0.1",
         port=port,
         extra=("--max-model-len", "2048", "--dtype", "bfloat16"),
+        cpu_kv_cache_gib="2",
     )
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(argv, env={**os.environ, **env, "VLLM_CPU_KVCACHE_SPACE": "2"}, stdout=out,
+        process = subprocess.Popen(argv, env={**os.environ, **env}, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}/v1"
