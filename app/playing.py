@@ -8,14 +8,13 @@ process would have played there.
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from sqlalchemy import Engine
 
+from app.interrupts import run_interruptible
 from app.settings import Settings
 from graphs.context import GameOptions
 from graphs.policies.base import SamplingParams
@@ -94,9 +93,8 @@ def play_share(
         finally:
             await factory.aclose()
 
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return asyncio.run(main())
+        return run_interruptible(main())
     except KeyboardInterrupt:
         recorder.abort_running(run.id, INTERRUPTED)
         recorder.finish_run(run.id, "interrupted", {})
@@ -105,8 +103,6 @@ def play_share(
         recorder.abort_running(run.id, f"the run stopped: {exc}")
         recorder.finish_run(run.id, "failed", {"error": str(exc)})
         raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def summarize(engine: Engine, run_id: str, game: str, *, completion_tokens: int, wall_s: float) -> dict[str, Any]:
@@ -126,8 +122,3 @@ def summarize(engine: Engine, run_id: str, game: str, *, completion_tokens: int,
         "wall_s": round(wall_s, 1),
     }
 
-
-def _raise_interrupt(signum: int, frame: object) -> NoReturn:
-    """SIGTERM as Ctrl-C; a second SIGTERM must not break the cleanup the first one started."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt

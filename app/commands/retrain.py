@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.interrupts import run_interruptible
 from app.output import Format, emit
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
 
@@ -151,7 +151,7 @@ def retrain(
             await factory.aclose()
 
     try:
-        outcomes, figures = asyncio.run(main())
+        outcomes, figures = run_interruptible(main())
     except KeyboardInterrupt:
         err.print("interrupted: every committed episode, dataset and adapter is kept")
         raise typer.Exit(130) from None

@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.interrupts import run_interruptible
 from app.output import Format, emit
 from app.settings import Settings
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
@@ -323,7 +324,7 @@ def deploy(
             await factory.aclose()
 
     try:
-        result = asyncio.run(main())
+        result = run_interruptible(main())
     except (GateError, RegistryError) as exc:
         fail(str(exc))
     row = {
