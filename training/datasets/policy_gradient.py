@@ -21,6 +21,7 @@ completion tokens (``logprob_length_mismatch``).
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -73,30 +74,33 @@ class PolicyGradientRows(Builder[PPOOptions]):
         credits = turn_credits(episode, self.context.role)
         for turn in self.role_turns(episode):
             reward = credits.get(turn.turn_id)
-            logprobs, completion_ids = turn.logprobs or [], turn.completion_token_ids or []
+            logprobs, completion_ids = turn.logprobs, turn.completion_token_ids
             if reward is None:
                 self.skipped["no_reward"] += 1
             elif not logprobs:
                 self.skipped["no_logprobs"] += 1
-            elif len(logprobs) != len(completion_ids):
+            elif completion_ids is None or len(logprobs) != len(completion_ids):
                 self.skipped["logprob_length_mismatch"] += 1
             else:
                 self._keys.append((turn.seat, prompt_hash(turn.prompt)))
                 self._rewards.append(reward)
-                self._spill.append(
+                head = json.dumps(
                     {
                         "prompt": chat(turn.prompt),
                         "completion": assistant(turn.text),
-                        "prompt_token_ids": turn.prompt_token_ids,
-                        "completion_token_ids": completion_ids,
-                        "behaviour_logprobs": logprobs,
                         "reward": reward,
                         "episode_id": episode.episode_id,
                         "turn_id": turn.turn_id,
                         "task_id": episode.task_id,
                         "seat": turn.seat,
-                    }
+                    },
+                    ensure_ascii=False,
                 )
+                prompt_ids = turn.prompt_token_ids.text if turn.prompt_token_ids is not None else "null"
+                # the token columns are spliced in as stored (see JSONNumbers)
+                tail = (f', "prompt_token_ids": {prompt_ids}, "completion_token_ids": {completion_ids.text}, '
+                        f'"behaviour_logprobs": {logprobs.text}}}')
+                self._spill.append_encoded(head[:-1].encode() + tail.encode())
         return ()
 
     def finish(self) -> Iterator[EncodedRow]:

@@ -20,8 +20,12 @@ class Spill:
 
     def append(self, row: dict[str, Any]) -> int:
         """Park ``row``; returns its index."""
+        return self.append_encoded(json.dumps(row, ensure_ascii=False).encode())
+
+    def append_encoded(self, line: bytes) -> int:
+        """Park a row already encoded as one line of JSON; returns its index."""
         self._offsets.append(self._file.tell())
-        self._file.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+        self._file.write(line + b"\n")
         return len(self._offsets) - 1
 
     def __len__(self) -> int:
