@@ -71,9 +71,11 @@ def _side(turn: LoggedTurn, reward: float | None) -> _Side:
 @dataclass(slots=True)
 class _Group:
     """The samples of one state seen so far: their number, the best and the worst. The prompt
-    is kept as JSON text, compact while most groups wait for a second sample."""
+    is kept from the second sample on, as compact JSON text: most states are seen once (a
+    refinement prompt holds the answer it follows) and never make a pair."""
 
     prompt_json: str
+    """"" until the second sample"""
     task_id: str
     best: _Side
     worst: _Side
@@ -166,9 +168,10 @@ class PreferencePairs(Builder[DPOOptions]):
             key = (turn.seat, prompt_hash(turn.prompt))
             group = self._groups.get(key)
             if group is None:
-                prompt_json = json.dumps(chat(turn.prompt), ensure_ascii=False)
-                self._groups[key] = _Group(prompt_json, episode.task_id, sample, sample, reward, reward)
+                self._groups[key] = _Group("", episode.task_id, sample, sample, reward, reward)
                 continue
+            if not group.prompt_json:  # same hash, same prompt as the first sample's
+                group.prompt_json = json.dumps(chat(turn.prompt), ensure_ascii=False)
             group.size += 1
             if reward > group.best_reward:
                 group.best, group.best_reward = sample, reward

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    ColumnElement, Connection, Engine, Select, Text, and_, cast, exists, false, null, or_, select, type_coerce,
+    ColumnElement, Connection, Engine, Select, Text, and_, cast, exists, null, or_, select, type_coerce,
 )
 from sqlalchemy.types import Boolean
 
@@ -247,6 +247,7 @@ def _read_chunk(conn: Connection, plan: ReadPlan, episode_rows: Sequence[Any]) -
                 )
             )
 
+    judged = _named_turns(judgments)
     turns: dict[str, list[LoggedTurn]] = {}
     # columns in LoggedTurn's order, built positionally: this loop runs once per turn read
     for (
@@ -259,7 +260,7 @@ def _read_chunk(conn: Connection, plan: ReadPlan, episode_rows: Sequence[Any]) -
         prompt_ids,
         completion_ids,
         logprobs,
-    ) in conn.execute(_turn_select(plan, ids)).all():
+    ) in conn.execute(_turn_select(plan, ids, judged)).all():
         turn = LoggedTurn(
             turn_id,
             episode_id,
@@ -274,7 +275,7 @@ def _read_chunk(conn: Connection, plan: ReadPlan, episode_rows: Sequence[Any]) -
         )
         turns.setdefault(episode_id, []).append(turn)
     if plan.context_seats:
-        for turn_id, episode_id, *narrow in conn.execute(_context_select(plan, ids)).all():
+        for turn_id, episode_id, *narrow in conn.execute(_context_select(plan, ids, judged)).all():
             turn = LoggedTurn(turn_id, episode_id, *narrow, False, rewards.get(turn_id, {}), *_NO_PAYLOAD)
             turns.setdefault(episode_id, []).append(turn)
         for episode_turns in turns.values():
@@ -321,21 +322,19 @@ def _play_order(turn: LoggedTurn) -> int:
     return turn.idx
 
 
-def _judged(plan: ReadPlan, episode_ids: list[str]) -> ColumnElement[bool]:
-    """The turn is one that a judgment of these episodes prefers or rejects."""
-    if not plan.judged_turns:
-        return false()
-    preferred, rejected = _J.c.preferred_turn_id, _J.c.rejected_turn_id
-    named = (  # without nulls (ties), which would make NOT IN true of nothing
-        select(preferred)
-        .where(_J.c.episode_id.in_(episode_ids), preferred.is_not(None))
-        .union(select(rejected).where(_J.c.episode_id.in_(episode_ids), rejected.is_not(None)))
-    )
-    return _T.c.id.in_(named.scalar_subquery())
+def _named_turns(judgments: dict[str, list[LoggedJudgment]]) -> set[str]:
+    """The turns the chunk's judgments prefer or reject (ties name none)."""
+    return {
+        turn_id
+        for episode_judgments in judgments.values()
+        for j in episode_judgments
+        for turn_id in (j.preferred_turn_id, j.rejected_turn_id)
+        if turn_id is not None
+    }
 
 
-def _turn_select(plan: ReadPlan, episode_ids: list[str]) -> Select[Any]:
-    """The chunk's selected and judged turns with their payloads, in play order."""
+def _turn_select(plan: ReadPlan, episode_ids: list[str], judged: set[str]) -> Select[Any]:
+    """The chunk's selected and ``judged`` turns with their payloads, in play order."""
     selected = _selected(plan)
     columns = (_TP.c.prompt_token_ids, _TP.c.completion_token_ids, _TP.c.logprobs)
     if plan.tokens:  # the stored JSON text, undecoded (JSONNumbers)
@@ -345,16 +344,14 @@ def _turn_select(plan: ReadPlan, episode_ids: list[str]) -> Select[Any]:
     return (
         select(*_NARROW, type_coerce(selected, Boolean).label("selected"), _TP.c.messages, _TP.c.response, *tokens)
         .select_from(_T.join(_TP, _TP.c.turn_id == _T.c.id))
-        .where(_T.c.episode_id.in_(episode_ids), or_(selected, _judged(plan, episode_ids)))
+        .where(_T.c.episode_id.in_(episode_ids), or_(selected, _T.c.id.in_(judged)) if judged else selected)
         .order_by(_T.c.episode_id, _T.c.idx)
     )
 
 
-def _context_select(plan: ReadPlan, episode_ids: list[str]) -> Select[Any]:
+def _context_select(plan: ReadPlan, episode_ids: list[str], judged: set[str]) -> Select[Any]:
     """The chunk's context turns, without payloads (and without those the first query read)."""
-    return select(*_NARROW).where(
-        _T.c.episode_id.in_(episode_ids),
-        _T.c.seat.in_(plan.context_seats),
-        _T.c.seat != plan.role,
-        ~_judged(plan, episode_ids),
-    )
+    where = [_T.c.episode_id.in_(episode_ids), _T.c.seat.in_(plan.context_seats), _T.c.seat != plan.role]
+    if judged:
+        where.append(_T.c.id.not_in(judged))
+    return select(*_NARROW).where(*where)
