@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from sqlalchemy import Engine, insert, update
 
 from storage.models import JobStatus, TrainingJob
 from storage.records import utcnow
+from training.isolated import train_in_child
 from training.registry import AdapterRecord, publish
 
 TRAINER_KINDS = ("sft", "dpo", "kto", "ppo")
@@ -63,10 +65,16 @@ def run_training_job(
     dataset_snapshot_id: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     extra: Mapping[str, Any] | None = None,
+    isolated: bool = False,
 ) -> JobResult:
     """Record the job, train (``rows``: dataset rows, or the tasks GRPO plays; ``extra``: further
-    keyword arguments of the trainer), publish the adapter as a candidate."""
+    keyword arguments of the trainer), publish the adapter as a candidate. ``isolated``: train
+    in a child process (``training.isolated``; dataset trainers only)."""
     train, _ = trainer_for(kind)
+    if isolated:
+        if kind not in TRAINER_KINDS:
+            raise ValueError(f"only the dataset trainers ({', '.join(TRAINER_KINDS)}) run isolated, not {kind!r}")
+        train = partial(train_in_child, kind)
     extra = dict(extra or {})
     if dataset_snapshot_id is not None:
         extra["dataset_snapshot_id"] = dataset_snapshot_id

@@ -5,6 +5,8 @@ builds a snapshot of what is new, trains a candidate from the active version, an
 held-out tasks (the same tasks and seeds every round). A role whose step fails (no new rows,
 a crashed trainer, a rejected candidate) is recorded in the round's outcome and the loop goes
 on with the active adapters. Every round is a `runs` row whose summary says what happened.
+Training jobs run in a child process (``training.isolated``): a trainer that dies, even by
+the OOM killer, fails its role's step and nothing else.
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ async def _train_and_gate(
         job = run_training_job(engine, kind=config.trainer, role=role, rows=rows, config=train_config,
                                adapters_root=data_dir / "adapters", cache_dir=cache_dir,
                                parent=active_version(engine, role), dataset_snapshot_id=snapshot.id,
-                               progress=progress)
+                               progress=progress, isolated=True)
         outcome.candidate = job.adapter.name
         say(f"gating {job.adapter.name} on {len(evaluate.tasks)} held-out tasks")
         gate = await gate_and_deploy(engine, job.adapter, backend, live, evaluate, margin=config.margin)

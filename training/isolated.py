@@ -1,0 +1,116 @@
+"""Running a trainer in a process of its own (``sparring retrain`` does, for every job).
+
+The retrain loop serves its games from a model loaded in its own process; training there as
+well puts both in one address space for the rest of the run. In a child process instead:
+
+- a trainer that dies (an exception, a segfault, the kernel's OOM killer) fails its job with
+  the cause, and the loop goes on with the active adapters;
+- Ctrl-C stops the training at once (the child sees it; a signal sent to the parent alone
+  terminates the child), where an in-process trainer would only notice at its next step;
+- the serving process never runs the training's compute or keeps its memory.
+
+The child is spawned (a fresh interpreter: no threads or backend state inherited), gets the
+job through a pipe, reports progress through it and sends back the ``TrainResult``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn
+
+from training.trainers.result import TrainResult
+
+POLL_S = 0.2
+
+
+class TrainerDied(RuntimeError):
+    """The trainer's process raised or exited without a result."""
+
+
+def train_in_child(
+    kind: str,
+    rows: Sequence[Mapping[str, Any]] | Any,
+    config: Any,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    **kwargs: Any,
+) -> TrainResult:
+    """``trainer_for(kind)`` 's train function, called in a spawned child process with the same
+    arguments; returns its result, or raises TrainerDied with the child's error."""
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    child = context.Process(target=_child_main, args=(theirs,), name=f"sparring-train-{kind}", daemon=True)
+    child.start()
+    theirs.close()
+    # Ctrl-C raises here while the parent waits, even where an event loop owns SIGINT
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _raise_interrupt) if main else None
+    try:
+        ours.send((kind, rows, config, kwargs))
+        return _wait(child, ours, progress)
+    except BaseException:
+        if child.is_alive():
+            child.terminate()
+        raise
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+        child.join()
+        ours.close()
+
+
+def _wait(child: multiprocessing.process.BaseProcess, conn: Connection,
+          progress: Callable[[int, int], None] | None) -> TrainResult:
+    while True:
+        if not conn.poll(POLL_S):
+            if not child.is_alive() and not conn.poll():
+                raise TrainerDied(f"the trainer process exited without a result ({_exit_reason(child.exitcode)})")
+            continue
+        try:
+            message = conn.recv()
+        except EOFError:
+            child.join()
+            raise TrainerDied(f"the trainer process exited without a result ({_exit_reason(child.exitcode)})") from None
+        match message:
+            case ("progress", step, total):
+                if progress is not None:
+                    progress(step, total)
+            case ("done", result):
+                return result
+            case ("error", error, trace):
+                raise TrainerDied(f"{error}\n(in the trainer process)\n{trace}")
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        hint = ": killed, out of memory?" if name == "SIGKILL" else ""
+        return f"signal {name}{hint}"
+    return f"exit code {code}"
+
+
+def _raise_interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def _child_main(conn: Connection) -> None:
+    from training.jobs import trainer_for
+
+    try:
+        kind, rows, config, kwargs = conn.recv()
+        train, _ = trainer_for(kind)
+        result = train(rows, config, progress=lambda step, total: conn.send(("progress", step, total)), **kwargs)
+        conn.send(("done", result))
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BaseException as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=12)))
+        sys.exit(1)
+    finally:
+        conn.close()
