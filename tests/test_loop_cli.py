@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -20,7 +21,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from storage.engine import open_store
-from storage.models import Episode, Run
+from storage.models import Episode, Run, TrainingJob
 from storage.queries import EpisodeFilter, iter_turns
 from tiny_model import save_tiny_model
 
@@ -161,6 +162,65 @@ def test_ctrl_c_during_retrain_keeps_what_was_committed(env):
         runs = conn.execute(select(Run.status)).scalars().all()
     assert before <= set(episodes) and "running" not in set(episodes.values())
     assert runs == ["interrupted"]
+
+
+def test_ctrl_c_while_retrain_trains_stops_the_trainer_process_at_once(env):
+    """SIGINT to the retrain process (not its trainer child) in the middle of a long training
+    job: the child is terminated, the job is failed, the round's run is interrupted, exit 130."""
+    tasks = env / "sums.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 5?", "answer": f"#### {a + 5}"}) + "\n"
+                             for a in range(8)))
+    cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks),
+        "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--roles", "actor", "--tasks", str(tasks),
+               "--every-episodes", "2", "--samples", "1", "-c", "2", "--turns", "1", "--max-new-tokens", "4",
+               "--max-steps", "100000", "--no-report", "--seat", "critic=scripted:always-correct"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    engine = open_store(f"sqlite:///{env / 'loop.db'}")
+    try:
+        trainer = _wait_for_training(engine, process)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, output
+    with engine.connect() as conn:
+        job = conn.execute(select(TrainingJob.status, TrainingJob.error)).one()
+        runs = conn.execute(select(Run.status).order_by(Run.started_at)).scalars().all()
+    assert job.status == "failed" and "KeyboardInterrupt" in job.error
+    assert runs[-1] == "interrupted"
+    with pytest.raises(ProcessLookupError):
+        os.kill(trainer, 0)
+
+
+def _wait_for_training(engine, process: subprocess.Popen) -> int:
+    """The pid of the retrain process's trainer child, once its job has started."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0]
+        with engine.connect() as conn:
+            running = conn.execute(select(TrainingJob.id).where(TrainingJob.status == "running")).first()
+        trainers = [int(p.name) for p in Path("/proc").iterdir()
+                    if p.name.isdigit() and _parent(p) == process.pid and b"spawn_main" in _cmdline(p)]
+        if running and trainers:
+            time.sleep(3)  # into the training itself
+            return trainers[0]
+        time.sleep(0.5)
+    raise AssertionError("the retrain process started no training job in 5 minutes")
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _parent(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _wait_for_episodes(engine, *, at_least: int, process: subprocess.Popen) -> set[str]:

@@ -115,18 +115,18 @@ async def retrain_round(
             episodes = await _play_training_episodes(engine, game, live, recorder, config, run_id=run_id,
                                                      round_index=round_index, seed=seed, options=options,
                                                      progress=progress)
+            outcomes = []
+            for role in config.roles:  # a role's failure is its outcome; only an interrupt gets out
+                outcome = await _train_and_gate(engine, game, backend, live, evaluate, config, role,
+                                                base_model=base_model, device=device, data_dir=data_dir,
+                                                cache_dir=cache_dir, seed=seed, say=say,
+                                                progress=lambda step, total, role=role: progress(
+                                                    f"round {round_index}: train {role}", step, total))
+                outcomes.append(outcome)
         except BaseException:
             recorder.abort_running(run_id, f"retrain round {round_index} was interrupted")
             recorder.finish_run(run_id, "interrupted", {"round": round_index})
             raise
-        outcomes = []
-        for role in config.roles:
-            outcome = await _train_and_gate(engine, game, backend, live, evaluate, config, role,
-                                            base_model=base_model, device=device, data_dir=data_dir,
-                                            cache_dir=cache_dir, seed=seed, say=say,
-                                            progress=lambda step, total, role=role: progress(
-                                                f"round {round_index}: train {role}", step, total))
-            outcomes.append(outcome)
         result = RoundOutcome(round_index, episodes, outcomes, time.perf_counter() - started)
         recorder.finish_run(run_id, "finished", {"round": round_index, "episodes": episodes,
                                                  "roles": [asdict(o) for o in outcomes]})
