@@ -133,11 +133,14 @@ async def play(
     run_id: str | None = None,
     timeout_s: float | None = None,
     on_episode: Callable[[EpisodeSummary], None] | None = None,
+    keep_going: Callable[[], bool] | None = None,
 ) -> PlayReport:
     """Play one episode per task, at most ``concurrency`` at a time.
 
     ``policies`` may be a function: it is called as each episode starts, so a deploy during
     the run changes the policies of new episodes while running ones keep theirs.
+    ``keep_going`` is asked as each episode is about to start: once it says False, no more
+    start (running ones finish) and the report holds the episodes played.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -149,8 +152,10 @@ async def play(
     gate = asyncio.Semaphore(concurrency)
     started = time.perf_counter()
 
-    async def one(i: int, task: Task) -> EpisodeSummary:
+    async def one(i: int, task: Task) -> EpisodeSummary | None:
         async with gate:
+            if keep_going is not None and not keep_going():
+                return None
             summary = await play_episode(
                 game, graph, task, current(), sink,
                 seed=seed + i, options=options, run_id=run_id, timeout_s=timeout_s,
@@ -160,4 +165,4 @@ async def play(
         return summary
 
     episodes = await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks)))
-    return PlayReport(game.name, run_id, list(episodes), time.perf_counter() - started)
+    return PlayReport(game.name, run_id, [e for e in episodes if e is not None], time.perf_counter() - started)

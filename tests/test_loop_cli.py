@@ -131,7 +131,7 @@ def test_every_minutes_ends_the_play_phase_early(env):
               "--every-minutes", "0.0001", "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4",
               "--max-steps", "1", "--no-report", "--format", "json")
     rounds = json.loads(out.strip().splitlines()[-1])
-    assert rounds[0]["episodes"] == 4  # the first wave (one per concurrent slot) always plays; then time is up
+    assert rounds[0]["episodes"] == 4  # the first one per concurrent slot always start; then time is up
 
 
 def test_ctrl_c_during_retrain_keeps_what_was_committed(env):

@@ -91,6 +91,31 @@ def test_slow_episode_times_out_and_the_rest_finish(tmp_path):
     assert len(rows) == 1 and rows[0]["error_stage"] == "actor turn 0"
 
 
+def test_a_free_slot_starts_the_next_episode_and_keep_going_stops_new_starts(tmp_path):
+    engine = open_store(f"sqlite:///{tmp_path / 'k.db'}")
+    tasks = load_tasks("arithmetic:1", n=8, seed=0, split="train")
+    async def stall_on_first(question: str) -> None:
+        if tasks[0].question in question:
+            await asyncio.sleep(1)
+
+    policies = {"actor": Policy(Calculator(stall_on_first)), "critic": Policy(scripted_bot("always-correct"))}
+    finished: list[str] = []
+    asked = []
+
+    def keep_going() -> bool:
+        asked.append(True)
+        return len(asked) <= 6
+
+    with Recorder(engine) as recorder:
+        run_id = _run(recorder)
+        report = asyncio.run(play(GAME, tasks, policies, recorder, concurrency=2, seed=0, run_id=run_id,
+                                  on_episode=lambda e: finished.append(e.task_id), keep_going=keep_going))
+    # the other slot played tasks 1-5 while task 0 stalled; tasks 6 and 7 never started
+    assert finished == [t.id for t in tasks[1:6]] + [tasks[0].id]
+    assert sorted(e.task_id for e in report.episodes) == sorted(t.id for t in tasks[:6])
+    assert len(list_episodes(engine, EpisodeFilter(run_id=run_id), limit=100).items) == 6
+
+
 def test_interrupted_run_keeps_finished_episodes_and_fails_running_ones(store_url):
     """Cancel mid-run (what Ctrl-C does): finished episodes stay, none is left running or succeeded."""
     engine = open_store(store_url)

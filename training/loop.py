@@ -135,27 +135,31 @@ async def retrain_round(
 
 async def _play_training_episodes(engine, game, live, recorder, config: RetrainConfig, *, run_id, round_index, seed,
                                   options, progress: PhaseProgress) -> int:
-    """Play the round's training episodes in waves until enough are played or time is up."""
+    """Play the round's training episodes, ``concurrency`` at a time, until enough are played
+    or time is up (a new episode starts as soon as a slot frees; past ``every_minutes`` none
+    starts, once the first ``concurrency`` have)."""
     phase = f"round {round_index}: play"
     distinct = _fresh_tasks(engine, game.name, config, seed)
     pending = [t for t in distinct for _ in range(config.samples)][: config.every_episodes]
     deadline = None if config.every_minutes is None else time.monotonic() + 60 * config.every_minutes
-    total, played, finished = len(pending), 0, 0
-    wave_size = max(config.concurrency, config.samples)
+    started, finished = 0, 0
+
+    def keep_going() -> bool:
+        nonlocal started
+        if deadline is not None and started >= config.concurrency and time.monotonic() >= deadline:
+            return False
+        started += 1
+        return True
 
     def advance(_episode: object) -> None:
         nonlocal finished
         finished += 1
-        progress(phase, finished, total)
+        progress(phase, finished, len(pending))
 
-    progress(phase, 0, total)
-    while pending and (deadline is None or time.monotonic() < deadline):
-        wave, pending = pending[:wave_size], pending[wave_size:]
-        report = await play(game, wave, live, recorder, concurrency=config.concurrency,
-                            seed=seed + 1000 * round_index + played, options=options, run_id=run_id,
-                            on_episode=advance)
-        played += len(report.episodes)
-    return played
+    progress(phase, 0, len(pending))
+    report = await play(game, pending, live, recorder, concurrency=config.concurrency, seed=seed + 1000 * round_index,
+                        options=options, run_id=run_id, on_episode=advance, keep_going=keep_going)
+    return len(report.episodes)
 
 
 def _fresh_tasks(engine: Engine, game: str, config: RetrainConfig, seed: int) -> list[Task]:
