@@ -48,9 +48,11 @@ def train_in_child(
     child = context.Process(target=_child_main, args=(theirs,), name=f"sparring-train-{kind}", daemon=True)
     child.start()
     theirs.close()
-    # Ctrl-C raises here while the parent waits, even where an event loop owns SIGINT
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, _raise_interrupt) if main else None
+    # Ctrl-C raises here while the parent waits, even where an event loop owns SIGINT (an
+    # ignored SIGINT stays ignored)
+    catch = threading.current_thread() is threading.main_thread()
+    catch = catch and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    previous = signal.signal(signal.SIGINT, _raise_interrupt) if catch else None
     try:
         ours.send((kind, rows, config, kwargs))
         return _wait(child, ours, progress)
@@ -59,7 +61,7 @@ def train_in_child(
             child.terminate()
         raise
     finally:
-        if main:
+        if catch:
             signal.signal(signal.SIGINT, previous)
         child.join()
         ours.close()
