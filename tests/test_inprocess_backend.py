@@ -275,6 +275,23 @@ def test_single_adapter_batches_switch_adapters_and_match_single_adapter_runs(
             assert result.completion_token_ids == expected, adapter
 
 
+def test_merged_adapters_leave_the_base_weights_exactly_as_they_were(backend, model, adapter_dirs) -> None:
+    """On CPU a single-adapter batch runs with its adapter merged into the base weights;
+    switching and unloading restore them bit for bit (no round-off from subtracting)."""
+    weights = {name: p.detach().clone() for name, p in model.named_parameters()}
+    plain = one(backend, PROMPTS[0])
+    asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+    asyncio.run(backend.load_adapter("b", str(adapter_dirs["b"])))
+    for adapter in ("a", "b", "a", None, "b"):
+        result = one(backend, PROMPTS[0], adapter=adapter)
+        if adapter is None:  # the base model again, after two merges and unmerges
+            assert (result.completion_token_ids, result.logprobs) == (plain.completion_token_ids, plain.logprobs)
+    asyncio.run(backend.unload_adapter("a"))
+    asyncio.run(backend.unload_adapter("b"))
+    assert backend.model is model
+    assert all(torch.equal(p, weights[name]) for name, p in model.named_parameters())
+
+
 def test_unknown_adapter_is_refused_with_the_loaded_ones(backend, adapter_dirs) -> None:
     asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
     with pytest.raises(UnknownAdapterError, match=r"'nope'.*loaded adapters: a"):
