@@ -1,14 +1,15 @@
 """Run a command's event loop so that Ctrl-C and SIGTERM stop it cleanly, every time.
 
 ``asyncio.run`` turns Ctrl-C into a cancellation through a Python-level signal handler, which
-runs only once the main thread notices the pending signal. With the in-process backend's
-thread busy in a forward pass beside an idle event loop, a `sparring retrain` was seen to
-play on to the end of its round after a SIGINT (about one full test-suite run in two on
-2 cores). Here the event loop itself receives the signals (``loop.add_signal_handler``
-delivers them through its wakeup fd, whichever thread the kernel interrupted), cancels the
-command's work, and KeyboardInterrupt is raised once the work has unwound, its ``finally``
-blocks run. A second Ctrl-C stops at once; a repeated SIGTERM is ignored so that the
-cleanup it asked for can finish.
+runs only once the main thread notices the pending signal. When the kernel hands the signal
+to another thread (the in-process backend's, busy in a forward pass) while the event loop
+waits with nothing scheduled, nothing notices it until something else wakes the loop
+(tests/test_interrupts.py reproduces an hour's wait). Here the event loop itself receives
+the signals (``loop.add_signal_handler`` delivers them through its wakeup fd, whichever
+thread the kernel interrupted), cancels the command's work, and KeyboardInterrupt is raised
+once the work has unwound, its ``finally`` blocks run. A second Ctrl-C stops at once; a
+repeated SIGTERM is ignored so that the cleanup it asked for can finish. A SIGINT that the
+process inherited as ignored (a background job of a shell without job control) stays ignored.
 """
 
 from __future__ import annotations

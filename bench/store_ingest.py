@@ -109,7 +109,8 @@ def best_rates(empty_store: EmptyStore, runs: list[SyntheticRun], turns: int, re
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--turns", type=int, default=100_000, help="turns to ingest, with their episodes (default 100,000)")
+    parser.add_argument("--turns", type=int, default=100_000,
+                        help="turns to ingest, with their episodes (default 100,000)")
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs of each writer (default 2)")
     add_postgres_argument(parser)
     args = parser.parse_args()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
+from ctrl_c import ctrl_c  # noqa: F401  (a fixture for the tests about Ctrl-C)
 from storage.engine import open_store
 from storage.scratch import scratch_postgres_database
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.interrupts import run_interruptible
+from ctrl_c import default_sigint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,7 +23,7 @@ def _send_soon(signum: int, after_s: float = 0.05) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_cancels_the_work_and_raises_once_its_cleanup_ran(signum):
+def test_a_signal_cancels_the_work_and_raises_once_its_cleanup_ran(signum, ctrl_c):
     cleaned = []
 
     async def work():
@@ -40,7 +41,7 @@ def test_a_signal_cancels_the_work_and_raises_once_its_cleanup_ran(signum):
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
-def test_a_swallowed_cancellation_still_ends_in_keyboard_interrupt():
+def test_a_swallowed_cancellation_still_ends_in_keyboard_interrupt(ctrl_c):
     async def work():
         _send_soon(signal.SIGINT)
         try:
@@ -110,6 +111,7 @@ def test_a_sigint_caught_by_another_thread_still_stops_an_idle_loop():
         except KeyboardInterrupt:
             print("interrupted", flush=True)
     """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          preexec_fn=default_sigint)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["cleanup", "ran", "interrupted"]

@@ -23,8 +23,9 @@ def test_a_crashed_trainer_marks_the_job_failed_and_leaves_the_registry_alone(tm
     model = str(save_tiny_model(tmp_path / "tiny"))
     rows = [{"prompt": [{"role": "user", "content": "1+1?"}]}]  # no completion column: the trainer refuses
     with pytest.raises(TrainingJobError, match="training job 1 \\(sft, role actor\\) failed"):
-        run_training_job(engine, kind="sft", role="actor", rows=rows, config=SFTTrainingConfig(model=model, max_steps=1),
-                         adapters_root=tmp_path / "adapters", cache_dir=tmp_path / "cache", isolated=isolated)
+        run_training_job(engine, kind="sft", role="actor", rows=rows,
+                         config=SFTTrainingConfig(model=model, max_steps=1), adapters_root=tmp_path / "adapters",
+                         cache_dir=tmp_path / "cache", isolated=isolated)
     with engine.connect() as conn:
         job = conn.execute(select(TrainingJob.status, TrainingJob.error, TrainingJob.finished_at)).one()
         versions = conn.execute(select(func.count()).select_from(AdapterVersion)).scalar_one()
@@ -32,8 +33,8 @@ def test_a_crashed_trainer_marks_the_job_failed_and_leaves_the_registry_alone(tm
     assert versions == 0 and not (tmp_path / "adapters").exists()
 
 
-SUMS = [{"prompt": [{"role": "user", "content": f"{a}+1?"}], "completion": [{"role": "assistant", "content": str(a + 1)}]}
-        for a in range(8)]
+SUMS = [{"prompt": [{"role": "user", "content": f"{a}+1?"}],
+         "completion": [{"role": "assistant", "content": str(a + 1)}]} for a in range(8)]
 
 
 def test_an_isolated_job_trains_in_a_child_and_reports_its_progress(tmp_path):
@@ -74,7 +75,7 @@ def test_a_killed_trainer_process_fails_its_job_and_the_caller_goes_on(tmp_path)
     assert not multiprocessing.active_children()
 
 
-def test_ctrl_c_while_an_isolated_job_trains_stops_the_child_and_fails_the_job(tmp_path):
+def test_ctrl_c_while_an_isolated_job_trains_stops_the_child_and_fails_the_job(tmp_path, ctrl_c):
     engine = open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
     model = str(save_tiny_model(tmp_path / "tiny"))
     with pytest.raises(KeyboardInterrupt):

@@ -23,6 +23,7 @@ from app.cli import app
 from storage.engine import open_store
 from storage.models import Episode, Run, TrainingJob
 from storage.queries import EpisodeFilter, iter_turns
+from ctrl_c import default_sigint
 from tiny_model import save_tiny_model
 
 runner = CliRunner()
@@ -142,7 +143,7 @@ def test_ctrl_c_during_retrain_keeps_what_was_committed(env):
                "--samples", "1", "-c", "2", "--turns", "3", "--max-new-tokens", "48", "--no-report",
                "--seat", "critic=scripted:always-incorrect"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                               env={**os.environ, "PYTHONFAULTHANDLER": "1"}, preexec_fn=default_sigint)
     engine = open_store(url)
     try:
         before = _wait_for_episodes(engine, at_least=4, process=process)
@@ -175,7 +176,8 @@ def test_ctrl_c_while_retrain_trains_stops_the_trainer_process_at_once(env):
     command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--roles", "actor", "--tasks", str(tasks),
                "--every-episodes", "2", "--samples", "1", "-c", "2", "--turns", "1", "--max-new-tokens", "4",
                "--max-steps", "100000", "--no-report", "--seat", "critic=scripted:always-correct"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=default_sigint)
     engine = open_store(f"sqlite:///{env / 'loop.db'}")
     try:
         trainer = _wait_for_training(engine, process)

@@ -41,7 +41,8 @@ def episodes_list(
     limit: Annotated[int, typer.Option(min=1, help="Rows per page.")] = 20,
     page: Annotated[int, typer.Option(min=1, help="Page number (counted from --after when given).")] = 1,
     after: Annotated[
-        str | None, typer.Option(help="Start after this episode id (keyset paging: deep pages cost what the first does).")
+        str | None,
+        typer.Option(help="Start after this episode id (keyset paging: deep pages cost what the first does)."),
     ] = None,
     count: Annotated[bool, typer.Option(help="Count every match (the slow part of a page on a large store).")] = True,
     db: DbOption = None,

@@ -83,7 +83,9 @@ def train(
     dataset: Annotated[int | None, typer.Option(help="Snapshot id; default: build one from new logs.")] = None,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
     tasks: Annotated[str, typer.Option(help="grpo: task source played (train split).")] = "arithmetic",
-    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help="grpo: the other seats. " + SEAT_SPEC_HELP)] = None,
+    seat: Annotated[
+        list[str] | None, typer.Option("--seat", "-s", help="grpo: the other seats. " + SEAT_SPEC_HELP)
+    ] = None,
     learning_rate: Annotated[float | None, typer.Option(help="Default: the trainer's.")] = None,
     epochs: Annotated[float | None, typer.Option(help="Passes over the dataset.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop after this many optimiser steps.")] = None,
@@ -151,7 +153,9 @@ def train(
     else:
         from training.datasets import DatasetError, load_snapshot
 
-        snapshot_id = dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", "train").id
+        snapshot_id = (
+            dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", "train").id
+        )
         try:
             rows = load_snapshot(engine, snapshot_id, role=role, base_model=settings.model, kind=kind)
         except DatasetError as exc:

@@ -104,7 +104,9 @@ def upgrade() -> None:
         sa.Column("parsed_value", sa.Text(), nullable=True),
         _ts("created_at"),
         sa.PrimaryKeyConstraint("id", name="pk_turns"),
-        sa.ForeignKeyConstraint(["episode_id"], ["episodes.id"], name="fk_turns_episode_id_episodes", ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["episode_id"], ["episodes.id"], name="fk_turns_episode_id_episodes", ondelete="CASCADE"
+        ),
     )
     op.create_index("ix_turns_episode_id_idx", "turns", ["episode_id", "idx"])
     op.create_index("ix_turns_seat_episode_id", "turns", ["seat", "episode_id"])
