@@ -70,7 +70,7 @@ def retrain(
     on the held-out tasks (greedy, same seeds every round). A role whose step fails (no new
     rows, a crashed trainer, a rejected candidate) is recorded and the loop goes on with the
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: one
-    round on the bundled model takes about 22-26 minutes on 2 CPU cores.
+    round on the bundled model takes about 12 minutes on 2 CPU cores.
 
     Examples:
 
