@@ -44,6 +44,15 @@ class Calculator(ScriptedBackend):
         return await super().generate(request)
 
 
+def _stalling_on(task, *, seconds: float) -> dict[str, Policy]:
+    """A calculator actor that waits ``seconds`` before answering ``task``, and a critic."""
+    async def stall(question: str) -> None:
+        if task.question in question:
+            await asyncio.sleep(seconds)
+
+    return {"actor": Policy(Calculator(stall)), "critic": Policy(scripted_bot("always-correct"))}
+
+
 def test_one_bad_episode_never_stops_the_batch(store_url):
     engine = open_store(store_url)
     tasks = load_tasks("arithmetic:1", n=8, seed=0, split="train")
@@ -77,11 +86,7 @@ def test_one_bad_episode_never_stops_the_batch(store_url):
 def test_slow_episode_times_out_and_the_rest_finish(tmp_path):
     engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
     tasks = load_tasks("arithmetic:1", n=3, seed=0, split="train")
-    async def stall_on_first(question: str) -> None:
-        if tasks[0].question in question:
-            await asyncio.sleep(5)
-
-    policies = {"actor": Policy(Calculator(stall_on_first)), "critic": Policy(scripted_bot("always-correct"))}
+    policies = _stalling_on(tasks[0], seconds=5)
     with Recorder(engine) as recorder:
         run_id = _run(recorder)
         report = asyncio.run(play(GAME, tasks, policies, recorder, concurrency=3, seed=0, run_id=run_id, timeout_s=0.5))
@@ -94,11 +99,7 @@ def test_slow_episode_times_out_and_the_rest_finish(tmp_path):
 def test_a_free_slot_starts_the_next_episode_and_keep_going_stops_new_starts(tmp_path):
     engine = open_store(f"sqlite:///{tmp_path / 'k.db'}")
     tasks = load_tasks("arithmetic:1", n=8, seed=0, split="train")
-    async def stall_on_first(question: str) -> None:
-        if tasks[0].question in question:
-            await asyncio.sleep(1)
-
-    policies = {"actor": Policy(Calculator(stall_on_first)), "critic": Policy(scripted_bot("always-correct"))}
+    policies = _stalling_on(tasks[0], seconds=1)
     finished: list[str] = []
     asked = []
 

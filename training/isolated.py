@@ -72,13 +72,12 @@ def _wait(child: multiprocessing.process.BaseProcess, conn: Connection,
     while True:
         if not conn.poll(POLL_S):
             if not child.is_alive() and not conn.poll():
-                raise TrainerDied(f"the trainer process exited without a result ({_exit_reason(child.exitcode)})")
+                raise _died(child)
             continue
         try:
             message = conn.recv()
         except EOFError:
-            child.join()
-            raise TrainerDied(f"the trainer process exited without a result ({_exit_reason(child.exitcode)})") from None
+            raise _died(child) from None
         match message:
             case ("progress", step, total):
                 if progress is not None:
@@ -89,12 +88,16 @@ def _wait(child: multiprocessing.process.BaseProcess, conn: Connection,
                 raise TrainerDied(f"{error}\n(in the trainer process)\n{trace}")
 
 
-def _exit_reason(code: int | None) -> str:
+def _died(child: multiprocessing.process.BaseProcess) -> TrainerDied:
+    """The error for a trainer process that ended without sending a result."""
+    child.join()
+    code = child.exitcode
     if code is not None and code < 0:
         name = signal.Signals(-code).name
-        hint = ": killed, out of memory?" if name == "SIGKILL" else ""
-        return f"signal {name}{hint}"
-    return f"exit code {code}"
+        reason = f"signal {name}" + (": killed, out of memory?" if name == "SIGKILL" else "")
+    else:
+        reason = f"exit code {code}"
+    return TrainerDied(f"the trainer process exited without a result ({reason})")
 
 
 def _raise_interrupt(signum: int, frame: object) -> NoReturn:
