@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, func, select
+from sqlalchemy import Engine, delete, event, func, select
 from trl.data_utils import apply_chat_template, is_conversational
 
-from storage.models import DatasetSnapshot
+from storage.models import DatasetSnapshot, TurnPayload
 from storage.recorder import Recorder
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
 from tests.factories import T0, new_id
@@ -342,7 +342,7 @@ def test_reading_selects_role_turns_with_context_in_few_queries(store_with_log) 
 
     played = [log[k] for k in ("E1", "E2", "E3", "E4", "E5", "E6", "E8")] + [other]
     assert [e.episode_id for e in episodes] == [p.id for p in played]  # no failed E7, oldest finish first
-    assert len(statements) <= 1 + 3 * 3  # the episode stream, then rewards, turns, context turns per chunk
+    assert len(statements) <= 1 + 3  # the episode stream, then one query per chunk (turns, payloads, rewards)
     e1 = episodes[0]
     assert [t.turn_id for t in e1.turns] == [t.id for t in log["E1"].turns]
     critic, actor = e1.turns[1], e1.turns[0]
@@ -359,6 +359,26 @@ def test_reading_selects_role_turns_with_context_in_few_queries(store_with_log) 
     assert only.episode_id == other.id
     assert [t.seat for t in only.turns] == ["actor", "critic"] * 2  # context turns whatever their policy
     assert ReadPlan(game="math-reflection", role="actor").filter.watermark_on == "episode_finished_at"
+
+
+def test_reading_keeps_the_latest_event_of_each_reward_and_skips_turns_without_payload(store: Engine) -> None:
+    with Recorder(store) as rec:
+        played = play_math(rec, "t1", ["6", "5"], ["incorrect", "correct"], minute=1)
+        first, second = played.actor
+        rec.reward(RewardRecord(played.id, "actor", "correct", 1.0, first.id))  # a re-check, recorded later
+        rec.reward(RewardRecord(played.id, "actor", "style", 0.25, first.id))
+        rec.reward(RewardRecord(played.id, "actor", "correct", 0.0, first.id))  # and the latest one
+    with store.begin() as conn:
+        conn.execute(delete(TurnPayload).where(TurnPayload.turn_id == second.id))
+
+    plan = ReadPlan(game="math-reflection", role="actor", context_seats=("critic",))
+    [episode] = list(read_episodes(store, plan))
+    assert [t.turn_id for t in episode.turns] == [first.id, played.critic[0].id, played.critic[1].id]
+    assert episode.turns[0].rewards == {"correct": 0.0, "style": 0.25}
+    assert episode.turns[0].prompt == first.messages and episode.turns[0].text == "Answer: 6"
+    assert episode.turns[1].rewards == {"verdict_correct": 1.0} and episode.turns[1].messages is None
+    with pytest.raises(ValueError, match="without its payload"):
+        episode.turns[1].prompt_key
 
 
 # --- preference pairs ---------------------------------------------------------------------

@@ -32,7 +32,7 @@ from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, EncodedRow, Row
 from training.datasets.credit import turn_credits
 from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog, prompt_hash
+from training.datasets.reading import EpisodeLog
 from training.datasets.spill import Spill
 
 ADVANTAGE_EPS = 1e-6
@@ -82,7 +82,7 @@ class PolicyGradientRows(Builder[PPOOptions]):
             elif completion_ids is None or len(logprobs) != len(completion_ids):
                 self.skipped["logprob_length_mismatch"] += 1
             else:
-                self._keys.append((turn.seat, prompt_hash(turn.prompt)))
+                self._keys.append((turn.seat, turn.prompt_key))
                 self._rewards.append(reward)
                 head = json.dumps(
                     {

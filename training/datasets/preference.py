@@ -34,7 +34,7 @@ from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import CORRECT, turn_credits
 from training.datasets.formats import MESSAGES, PAIR_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog, LoggedJudgment, LoggedTurn, prompt_hash
+from training.datasets.reading import EpisodeLog, LoggedJudgment, LoggedTurn
 
 PairKind = Literal["refinement", "group", "judge"]
 PAIR_KINDS: tuple[PairKind, ...] = ("refinement", "group", "judge")
@@ -71,7 +71,7 @@ def _side(turn: LoggedTurn, reward: float | None) -> _Side:
 @dataclass(slots=True)
 class _Group:
     """The samples of one state seen so far: their number, the best and the worst. The prompt
-    is kept from the second sample on, as compact JSON text: most states are seen once (a
+    is kept (as the stored JSON text) from the second sample on: most states are seen once (a
     refinement prompt holds the answer it follows) and never make a pair."""
 
     prompt_json: str
@@ -134,7 +134,7 @@ class PreferencePairs(Builder[DPOOptions]):
             elif group.best_reward == group.worst_reward:
                 self.skipped["group_equal_rewards"] += 1
             else:
-                prompt = json.loads(group.prompt_json)
+                prompt = chat(json.loads(group.prompt_json))
                 yield _pair("group", self.context.role, prompt, group.task_id, group.best, group.worst)
 
     def _refinement_pairs(self, episode: EpisodeLog, turns: list[LoggedTurn]) -> Iterator[Row]:
@@ -165,13 +165,13 @@ class PreferencePairs(Builder[DPOOptions]):
                 self.skipped["no_reward"] += 1
                 continue
             sample = _side(turn, reward)
-            key = (turn.seat, prompt_hash(turn.prompt))
+            key = (turn.seat, turn.prompt_key)
             group = self._groups.get(key)
             if group is None:
                 self._groups[key] = _Group("", episode.task_id, sample, sample, reward, reward)
                 continue
             if not group.prompt_json:  # same hash, same prompt as the first sample's
-                group.prompt_json = json.dumps(chat(turn.prompt), ensure_ascii=False)
+                group.prompt_json = turn.prompt_json or ""
             group.size += 1
             if reward > group.best_reward:
                 group.best, group.best_reward = sample, reward
@@ -185,18 +185,18 @@ class PreferencePairs(Builder[DPOOptions]):
         if self.context.role not in (judgment.winner_seat, judgment.loser_seat):
             return None
         preferred, rejected = episode.turn(judgment.preferred_turn_id), episode.turn(judgment.rejected_turn_id)
-        if preferred is None or rejected is None or preferred.messages is None or rejected.messages is None:
+        if preferred is None or rejected is None or preferred.prompt_json is None or rejected.prompt_json is None:
             self.skipped["judge_turn_missing"] += 1
             return None
         if not (preferred.selected or rejected.selected):
             return None  # the role's side did not pass the build's filter
-        if prompt_hash(preferred.messages) != prompt_hash(rejected.messages):
+        if preferred.prompt_json != rejected.prompt_json:
             self.skipped["judge_prompts_differ"] += 1
             return None
         return _pair(
             "judge",
             self.context.role,
-            chat(preferred.messages),
+            chat(preferred.prompt),
             episode.task_id,
             _side(preferred, preferred.rewards.get(WIN)),
             _side(rejected, rejected.rewards.get(WIN)),

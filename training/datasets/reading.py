@@ -2,9 +2,10 @@
 their payloads and their rewards, streamed a chunk of episodes at a time.
 
 Set-based: one query streams the selected episodes (oldest finish first); for each chunk of
-them, one query reads their rewards, one their selected and judged turns joined to the
-payloads, and (when asked) one their context turns and one their judgments. There is never a
-query per turn or per episode. A turn whose payload row is missing is not read.
+them, one query reads their turns with the payloads and rewards they need (and, when asked,
+one query first reads their judgments). There is never a query per turn or per episode. A
+selected or judged turn whose payload row is missing is not read. Prompt messages stay the
+JSON text the store holds until a builder asks for them: most read turns make no row.
 
 Which turns are read, for a ``ReadPlan`` with role R:
 
@@ -18,13 +19,15 @@ Which turns are read, for a ``ReadPlan`` with role R:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
-    ColumnElement, Connection, Engine, Select, Text, and_, cast, exists, null, or_, select, type_coerce,
+    ColumnElement, Connection, Engine, Select, Text, and_, bindparam, cast, exists, false, null, or_, select,
+    type_coerce,
 )
 from sqlalchemy.types import Boolean
 
@@ -100,10 +103,11 @@ class JSONNumbers:
         return 0 if body in ("[]", "null", "") else body.count(",") + 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoggedTurn:
     """A turn as builders see it. Payload fields are None for context turns, and token fields
-    None unless the plan asked for tokens."""
+    None unless the plan asked for tokens. (Not frozen, like ``EpisodeLog``: a build makes one
+    per turn read, and a frozen dataclass's ``__init__`` costs three times as much.)"""
 
     turn_id: str
     episode_id: str
@@ -114,23 +118,40 @@ class LoggedTurn:
     served_by: str
     parsed: bool | None
     parsed_value: str | None
-    created_at: datetime
+    created_at: datetime | None
+    """read only when the build's watermark is on turns (``turn_created_at``): parsing a
+    timestamp per turn read is a tenth of a build that does not need it"""
     selected: bool
     """a turn of the plan's role that passed its filter: builders make rows from these only"""
     rewards: dict[str, float]
     """reward name -> value; of several events with one name, the latest recorded wins"""
-    messages: list[dict[str, Any]] | None
+    prompt_json: str | None
+    """the prompt messages as the store holds them (JSON text): see ``prompt`` and ``prompt_key``"""
     response: str | None
     prompt_token_ids: JSONNumbers | None
     completion_token_ids: JSONNumbers | None
     logprobs: JSONNumbers | None
 
     @property
+    def messages(self) -> list[dict[str, Any]] | None:
+        """The prompt messages, decoded; None for a turn read without its payload."""
+        return None if self.prompt_json is None else json.loads(self.prompt_json)
+
+    @property
     def prompt(self) -> list[dict[str, Any]]:
         """The prompt messages (for turns read with their payload)."""
-        if self.messages is None:
+        return json.loads(self._prompt_json())
+
+    @property
+    def prompt_key(self) -> str:
+        """A digest of the exact stored prompt: two turns with the same key saw the same state.
+        (The store writes every prompt with one serializer, so equal messages are equal text.)"""
+        return hashlib.blake2b(self._prompt_json().encode(), digest_size=16).hexdigest()
+
+    def _prompt_json(self) -> str:
+        if self.prompt_json is None:
             raise ValueError(f"turn {self.turn_id} was read without its payload; read it as a selected or judged turn")
-        return self.messages
+        return self.prompt_json
 
     @property
     def text(self) -> str:
@@ -151,7 +172,7 @@ class LoggedJudgment:
     rationale: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EpisodeLog:
     """A succeeded episode with the turns read for it (in play order) and its judgments."""
 
@@ -168,18 +189,6 @@ class EpisodeLog:
         return next((t for t in self.turns if t.turn_id == turn_id), None) if turn_id else None
 
 
-def prompt_hash(messages: Sequence[dict[str, Any]]) -> str:
-    """A digest of the exact prompt messages: two turns with the same digest saw the same state.
-    (Keys and values joined with ASCII separators rather than canonical JSON: a build hashes
-    every turn's prompt, and this is several times cheaper.)"""
-    digest = hashlib.sha256()
-    for message in messages:
-        for key in sorted(message):
-            digest.update(f"{key}\x1f{message[key]}\x1e".encode())
-        digest.update(b"\x1d")
-    return digest.hexdigest()[:32]
-
-
 def read_episodes(
     engine: Engine, plan: ReadPlan, *, chunk_episodes: int = DEFAULT_CHUNK_EPISODES
 ) -> Iterator[EpisodeLog]:
@@ -189,9 +198,11 @@ def read_episodes(
         raise ValueError(f"chunk_episodes must be >= 1, got {chunk_episodes}")
     # yield_per on the statement, not the connection: the chunk queries are read whole
     episodes = _episode_select(plan).execution_options(yield_per=chunk_episodes)
+    # built once, executed per chunk: a chunk whose judgments name turns uses the second
+    statements = (_turn_select(plan, judged=False), _turn_select(plan, judged=True))
     with engine.connect() as conn:
         for rows in conn.execute(episodes).partitions():
-            yield from _read_chunk(conn, plan, rows)
+            yield from _read_chunk(conn, statements, rows)
 
 
 def _policy_matches(policy: str) -> ColumnElement[bool]:
@@ -215,111 +226,101 @@ def _episode_select(plan: ReadPlan) -> Select[Any]:
         # in turn_created_at mode too: a turn is created before its episode finishes
         where.append(_E.c.finished_at > plan.since)
     where.append(exists().where(_T.c.episode_id == _E.c.id, _selected(plan)))
+    # whether the episode has judgments: a chunk without any reads none (most games have no judge)
+    judged = exists().where(_J.c.episode_id == _E.c.id) if plan.judged_turns else false()
     return (
-        select(_E.c.id, _E.c.game, _E.c.task_id, _E.c.difficulty, _E.c.split, _E.c.finished_at)
+        select(
+            _E.c.id,
+            _E.c.game,
+            _E.c.task_id,
+            _E.c.difficulty,
+            _E.c.split,
+            _E.c.finished_at,
+            type_coerce(judged, Boolean).label("judged"),
+        )
         .where(*where)
         .order_by(_E.c.finished_at, _E.c.id)
     )
 
 
-def _read_chunk(conn: Connection, plan: ReadPlan, episode_rows: Sequence[Any]) -> list[EpisodeLog]:
+def _read_chunk(
+    conn: Connection, statements: tuple[Select[Any], Select[Any]], episode_rows: Sequence[Any]
+) -> list[EpisodeLog]:
     ids = [row.id for row in episode_rows]
-    rewards: dict[str, dict[str, float]] = {}
-    for turn_id, name, value in conn.execute(
-        select(_R.c.turn_id, _R.c.name, _R.c.value)
-        .where(_R.c.episode_id.in_(ids), _R.c.turn_id.is_not(None))
-        .order_by(_R.c.id)
-    ).all():
-        rewards.setdefault(turn_id, {})[name] = value
-
-    judgments: dict[str, list[LoggedJudgment]] = {}
-    if plan.judged_turns:
-        for row in conn.execute(select(_J).where(_J.c.episode_id.in_(ids)).order_by(_J.c.id)).all():
-            judgments.setdefault(row.episode_id, []).append(
-                LoggedJudgment(
-                    row.judge_seat,
-                    row.judge_policy,
-                    row.winner_seat,
-                    row.loser_seat,
-                    row.preferred_turn_id,
-                    row.rejected_turn_id,
-                    row.rationale,
-                )
-            )
-
+    with_judgments = [row.id for row in episode_rows if row.judged]
+    judgments = _judgments(conn, with_judgments) if with_judgments else {}
     judged = _named_turns(judgments)
     turns: dict[str, list[LoggedTurn]] = {}
-    # columns in LoggedTurn's order, built positionally: this loop runs once per turn read
+    last_id: str | None = None
+    rewards: dict[str, float] = {}
+    # a turn comes as one row per reward event, in event order (the latest wins); columns in
+    # LoggedTurn's order, built positionally: this loop runs once per row read
     for (
         turn_id,
         episode_id,
         *narrow,
         selected,
-        messages,
+        prompt_json,
         response,
         prompt_ids,
         completion_ids,
         logprobs,
-    ) in conn.execute(_turn_select(plan, ids, judged)).all():
-        turn = LoggedTurn(
-            turn_id,
-            episode_id,
-            *narrow,
-            bool(selected),
-            rewards.get(turn_id, {}),
-            messages,
-            response,
-            _numbers(prompt_ids),
-            _numbers(completion_ids),
-            _numbers(logprobs),
-        )
-        turns.setdefault(episode_id, []).append(turn)
-    if plan.context_seats:
-        for turn_id, episode_id, *narrow in conn.execute(_context_select(plan, ids, judged)).all():
-            turn = LoggedTurn(turn_id, episode_id, *narrow, False, rewards.get(turn_id, {}), *_NO_PAYLOAD)
+        reward_name,
+        reward_value,
+    ) in conn.execute(statements[bool(judged)], {"episode_ids": ids, "judged": list(judged)}).all():
+        if turn_id != last_id:
+            last_id, rewards = turn_id, {}
+            if response is None and (selected or turn_id in judged):
+                continue  # its payload row is missing
+            turn = LoggedTurn(
+                turn_id,
+                episode_id,
+                *narrow,
+                bool(selected),
+                rewards,
+                prompt_json,
+                response,
+                _numbers(prompt_ids),
+                _numbers(completion_ids),
+                _numbers(logprobs),
+            )
             turns.setdefault(episode_id, []).append(turn)
-        for episode_turns in turns.values():
-            episode_turns.sort(key=_play_order)
+        if reward_name is not None:
+            rewards[reward_name] = reward_value
 
     return [
-        EpisodeLog(
-            episode_id=row.id,
-            game=row.game,
-            task_id=row.task_id,
-            difficulty=row.difficulty,
-            split=row.split,
-            finished_at=row.finished_at,
-            turns=turns.get(row.id, []),
-            judgments=judgments.get(row.id, []),
-        )
-        for row in episode_rows
-        if any(t.selected for t in turns.get(row.id, ()))
+        EpisodeLog(episode_id, game, task_id, difficulty, split, finished_at, turns[episode_id],
+                   judgments.get(episode_id, []))
+        for episode_id, game, task_id, difficulty, split, finished_at, _ in episode_rows
+        if episode_id in turns and any(t.selected for t in turns[episode_id])
     ]
 
 
-_NARROW = (
-    _T.c.id,
-    _T.c.episode_id,
-    _T.c.idx,
-    _T.c.round,
-    _T.c.seat,
-    _T.c.policy,
-    _T.c.served_by,
-    _T.c.parsed,
-    _T.c.parsed_value,
-    _T.c.created_at,
-)
-_NO_PAYLOAD = (None,) * 5
+def _judgments(conn: Connection, episode_ids: list[str]) -> dict[str, list[LoggedJudgment]]:
+    judgments: dict[str, list[LoggedJudgment]] = {}
+    for row in conn.execute(select(_J).where(_J.c.episode_id.in_(episode_ids)).order_by(_J.c.id)).all():
+        judgments.setdefault(row.episode_id, []).append(
+            LoggedJudgment(
+                row.judge_seat,
+                row.judge_policy,
+                row.winner_seat,
+                row.loser_seat,
+                row.preferred_turn_id,
+                row.rejected_turn_id,
+                row.rationale,
+            )
+        )
+    return judgments
+
+
+_NARROW = (_T.c.id, _T.c.episode_id, _T.c.idx, _T.c.round, _T.c.seat, _T.c.policy, _T.c.served_by, _T.c.parsed,
+           _T.c.parsed_value)
 
 
 def _numbers(text: str | None) -> JSONNumbers | None:
     if text is None:
         return None
     return JSONNumbers(text.replace("\n", " ") if "\n" in text else text)  # rows are one line each
-
-
-def _play_order(turn: LoggedTurn) -> int:
-    return turn.idx
 
 
 def _named_turns(judgments: dict[str, list[LoggedJudgment]]) -> set[str]:
@@ -333,25 +334,35 @@ def _named_turns(judgments: dict[str, list[LoggedJudgment]]) -> set[str]:
     }
 
 
-def _turn_select(plan: ReadPlan, episode_ids: list[str], judged: set[str]) -> Select[Any]:
-    """The chunk's selected and ``judged`` turns with their payloads, in play order."""
+def _turn_select(plan: ReadPlan, *, judged: bool) -> Select[Any]:
+    """The selected, context and (``judged``) judged turns of the chunk's episodes (parameter
+    ``episode_ids``; the judged turns' ids: ``judged``) in play order, one row per reward event
+    (or one without), with payloads for the selected and judged turns only."""
     selected = _selected(plan)
+    is_judged = _T.c.id.in_(bindparam("judged", expanding=True)) if judged else false()
+    context = and_(_T.c.seat.in_(plan.context_seats), _T.c.seat != plan.role) if plan.context_seats else false()
     columns = (_TP.c.prompt_token_ids, _TP.c.completion_token_ids, _TP.c.logprobs)
     if plan.tokens:  # the stored JSON text, undecoded (JSONNumbers)
         tokens = tuple(cast(column, Text).label(column.name) for column in columns)
     else:
         tokens = tuple(null().label(column.name) for column in columns)
+    created_at = _T.c.created_at if plan.filter.watermark_on == "turn_created_at" else null()
     return (
-        select(*_NARROW, type_coerce(selected, Boolean).label("selected"), _TP.c.messages, _TP.c.response, *tokens)
-        .select_from(_T.join(_TP, _TP.c.turn_id == _T.c.id))
-        .where(_T.c.episode_id.in_(episode_ids), or_(selected, _T.c.id.in_(judged)) if judged else selected)
-        .order_by(_T.c.episode_id, _T.c.idx)
+        select(
+            *_NARROW,
+            created_at.label("created_at"),
+            type_coerce(selected, Boolean).label("selected"),
+            cast(_TP.c.messages, Text).label("messages"),
+            _TP.c.response,
+            *tokens,
+            _R.c.name,
+            _R.c.value,
+        )
+        .select_from(
+            _T.outerjoin(_TP, and_(_TP.c.turn_id == _T.c.id, or_(selected, is_judged))).outerjoin(
+                _R, _R.c.turn_id == _T.c.id
+            )
+        )
+        .where(_T.c.episode_id.in_(bindparam("episode_ids", expanding=True)), or_(selected, context, is_judged))
+        .order_by(_T.c.episode_id, _T.c.idx, _T.c.id, _R.c.id)
     )
-
-
-def _context_select(plan: ReadPlan, episode_ids: list[str], judged: set[str]) -> Select[Any]:
-    """The chunk's context turns, without payloads (and without those the first query read)."""
-    where = [_T.c.episode_id.in_(episode_ids), _T.c.seat.in_(plan.context_seats), _T.c.seat != plan.role]
-    if judged:
-        where.append(_T.c.id.not_in(judged))
-    return select(*_NARROW).where(*where)

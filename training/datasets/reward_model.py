@@ -35,7 +35,7 @@ from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import CORRECT
 from training.datasets.formats import MESSAGES, PAIR_METADATA, TURN_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog, prompt_hash
+from training.datasets.reading import EpisodeLog
 from training.datasets.spill import Spill
 
 RewardFormat = Literal["labelled", "paired"]
@@ -100,7 +100,7 @@ class BalancedRewardRows(Builder[RewardOptions]):
                 continue
             correct = turn.rewards[CORRECT] >= 0.5
             rank = hashlib.sha256(f"{self.context.seed}:{turn.turn_id}".encode()).hexdigest()
-            self._answers.append(_Answer(episode.difficulty, (turn.seat, prompt_hash(turn.prompt)), correct, rank))
+            self._answers.append(_Answer(episode.difficulty, (turn.seat, turn.prompt_key), correct, rank))
             self._spill.append(
                 {
                     "prompt": chat(turn.prompt),

@@ -34,7 +34,7 @@ from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import turn_credits
 from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog, prompt_hash
+from training.datasets.reading import EpisodeLog
 
 SFTFormat = Literal["messages", "prompt_completion"]
 SFT_FORMATS: tuple[SFTFormat, ...] = ("messages", "prompt_completion")
@@ -96,7 +96,7 @@ class RejectionSampling(Builder[SFTOptions]):
                 "seat": turn.seat,
             }
             self._read += 1
-            kept = self._best.setdefault((turn.seat, prompt_hash(turn.prompt)), [])
+            kept = self._best.setdefault((turn.seat, turn.prompt_key), [])
             heapq.heappush(kept, (reward, -self._read, json.dumps(row, ensure_ascii=False)))
             if len(kept) > self.options.per_group:
                 heapq.heappop(kept)

@@ -268,7 +268,7 @@ class _Watermark:
         self.episodes += 1
         selected = [t for t in episode.turns if t.selected]
         self.turns += len(selected)
-        values = [t.created_at for t in selected] if self.on_turns else [episode.finished_at]
+        values = [t.created_at for t in selected if t.created_at] if self.on_turns else [episode.finished_at]
         newest = max(values)
         self.value = newest if self.value is None else max(self.value, newest)
 
