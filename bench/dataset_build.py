@@ -17,6 +17,7 @@ afterwards, leaving a cached store as it was.
 
     python bench/dataset_build.py                      # 1,000,000 turns
     python bench/dataset_build.py --turns 50000 --repeats 1
+    python bench/dataset_build.py --kinds dpo        # DPO only
 """
 
 from __future__ import annotations
@@ -74,12 +75,12 @@ def timed(work: Callable[[], int]) -> tuple[float, int]:
     return time.perf_counter() - started, count
 
 
-def measure(name: str, store: LoadedStore, repeats: int) -> list[tuple[object, ...]]:
+def measure(name: str, store: LoadedStore, repeats: int, kinds: list[DatasetKind]) -> list[tuple[object, ...]]:
     engine = open_store(store.url)
     table = []
     try:
         with tempfile.TemporaryDirectory(prefix="sparring-dataset-bench-") as out:
-            for kind in KINDS:
+            for kind in kinds:
                 note(f"{name}: {kind} (warm-up SELECT)")
                 plain_select(engine, kind)
                 select_s = build_s = float("inf")
@@ -102,15 +103,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=1_000_000, help="turns in the store (default 1,000,000)")
     parser.add_argument("--repeats", type=int, default=2, help="best of this many runs of each (default 2)")
+    parser.add_argument("--kinds", default="dpo,ppo", help="comma-separated dataset kinds (default dpo,ppo)")
     add_postgres_argument(parser)
     args = parser.parse_args()
+    names = [name.strip() for name in args.kinds.split(",")]
+    if not names or not set(names) <= {kind.value for kind in KINDS}:
+        parser.error(f"--kinds: choose among {', '.join(kind.value for kind in KINDS)}; got {args.kinds!r}")
+    kinds = [DatasetKind(name) for name in names]
 
     stores = bench_stores(args.turns, args.postgres_url)
     print(f"dataset builds for {GAME} {ROLE} vs one plain SELECT of the columns they need; best of {args.repeats}")
     rows = []
     for name, open_loaded in stores:
         with open_loaded() as store:
-            rows += measure(name, store, args.repeats)
+            rows += measure(name, store, args.repeats, kinds)
     print_table(["store", "turns", "kind", "rows selected", "rows built", "SELECT s", "build s", "build/SELECT"], rows)
 
 

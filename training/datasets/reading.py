@@ -250,6 +250,8 @@ def _read_chunk(
     with_judgments = [row.id for row in episode_rows if row.judged]
     judgments = _judgments(conn, with_judgments) if with_judgments else {}
     judged = _named_turns(judgments)
+    statement, params = (statements[1], {"episode_ids": ids, "judged": list(judged)}) if judged else (
+        statements[0], {"episode_ids": ids})
     turns: dict[str, list[LoggedTurn]] = {}
     last_id: str | None = None
     rewards: dict[str, float] = {}
@@ -267,7 +269,7 @@ def _read_chunk(
         logprobs,
         reward_name,
         reward_value,
-    ) in conn.execute(statements[bool(judged)], {"episode_ids": ids, "judged": list(judged)}).all():
+    ) in conn.execute(statement, params).all():
         if turn_id != last_id:
             last_id, rewards = turn_id, {}
             if response is None and (selected or turn_id in judged):
