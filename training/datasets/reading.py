@@ -250,8 +250,10 @@ def _read_chunk(
     with_judgments = [row.id for row in episode_rows if row.judged]
     judgments = _judgments(conn, with_judgments) if with_judgments else {}
     judged = _named_turns(judgments)
-    statement, params = (statements[1], {"episode_ids": ids, "judged": list(judged)}) if judged else (
-        statements[0], {"episode_ids": ids})
+    if judged:
+        statement, params = statements[1], {"episode_ids": ids, "judged": list(judged)}
+    else:
+        statement, params = statements[0], {"episode_ids": ids}
     turns: dict[str, list[LoggedTurn]] = {}
     last_id: str | None = None
     rewards: dict[str, float] = {}
