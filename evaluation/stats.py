@@ -1,0 +1,154 @@
+"""Estimates with 95% intervals, and paired comparisons of two versions on the same tasks.
+
+Every figure sparring prints is an ``Estimate``: a value, the sample it came from and a 95%
+interval. Pass rates use the Wilson score interval (sound at the 0% and 100% ends, unlike the
+normal approximation); means of other outcomes use a seeded percentile bootstrap. A
+comparison of two versions is paired by task: the difference of their means with a paired
+bootstrap interval, and for pass/fail outcomes McNemar's exact test on the discordant tasks
+(the ones only one version solved), which is what a paired pass-rate comparison needs.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+Z95 = 1.959963984540054
+BOOTSTRAP_SAMPLES = 2000
+BOOTSTRAP_SEED = 0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure with its sample size and 95% interval (None when there is no sample)."""
+
+    value: float | None
+    n: int
+    low: float | None = None
+    high: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Estimate:
+        return cls(data.get("value"), int(data.get("n", 0)), data.get("low"), data.get("high"))
+
+    def format(self, percent: bool = True, digits: int = 1) -> str:
+        """``12.5% [8.6, 17.8] n=200`` (or plain numbers with ``percent=False``)."""
+        if self.value is None:
+            return f"- n={self.n}"
+        scale, unit = (100.0, "%") if percent else (1.0, "")
+        text = f"{self.value * scale:.{digits}f}{unit}"
+        if self.low is not None and self.high is not None:
+            text += f" [{self.low * scale:.{digits}f}, {self.high * scale:.{digits}f}]"
+        return f"{text} n={self.n}"
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Candidate minus baseline on the tasks both were measured on."""
+
+    difference: Estimate
+    """mean(candidate) - mean(baseline), with a paired bootstrap 95% interval"""
+    candidate: Estimate
+    baseline: Estimate
+    better: int
+    """tasks where the candidate scored higher (for pass/fail: baseline wrong, candidate right)"""
+    worse: int
+    """tasks where the candidate scored lower"""
+    p_value: float | None
+    """two-sided McNemar exact test for 0/1 outcomes; a paired sign test on the same counts otherwise"""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "difference": self.difference.to_dict(), "candidate": self.candidate.to_dict(),
+            "baseline": self.baseline.to_dict(), "better": self.better, "worse": self.worse,
+            "p_value": self.p_value,
+        }
+
+    def describe(self, percent: bool = True) -> str:
+        """One line a person reads: the difference, its interval, the flips and the p-value."""
+        p = "-" if self.p_value is None else f"{self.p_value:.3g}"
+        return (f"{_signed(self.difference, percent)} (candidate {self.candidate.format(percent)}, "
+                f"baseline {self.baseline.format(percent)}; {self.better} better, {self.worse} worse, p={p})")
+
+
+def _signed(estimate: Estimate, percent: bool) -> str:
+    if estimate.value is None:
+        return "-"
+    scale, unit = (100.0, " pts") if percent else (1.0, "")
+    text = f"{estimate.value * scale:+.1f}{unit}"
+    if estimate.low is not None and estimate.high is not None:
+        text += f" [{estimate.low * scale:+.1f}, {estimate.high * scale:+.1f}]"
+    return f"{text} n={estimate.n}"
+
+
+def wilson(successes: float, n: int) -> Estimate:
+    """A pass rate with its Wilson score 95% interval."""
+    if n <= 0:
+        return Estimate(None, 0)
+    p = successes / n
+    denominator = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / denominator
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denominator
+    return Estimate(p, n, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _is_binary(values: Sequence[float]) -> bool:
+    return all(v in (0.0, 1.0) for v in values)
+
+
+def mean_estimate(values: Sequence[float]) -> Estimate:
+    """Mean of per-task outcomes: Wilson for 0/1 outcomes, a seeded percentile bootstrap otherwise."""
+    values = [float(v) for v in values]
+    if not values:
+        return Estimate(None, 0)
+    if _is_binary(values):
+        return wilson(sum(values), len(values))
+    low, high = _bootstrap(values, lambda sample: sum(sample) / len(sample))
+    return Estimate(sum(values) / len(values), len(values), low, high)
+
+
+def ratio_estimate(hits: int, total: int) -> Estimate:
+    """A proportion of counted events (precision, a recall, an unparsed rate)."""
+    return wilson(hits, total)
+
+
+def _bootstrap(values: Sequence[float], statistic, samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float]:
+    rng = random.Random(BOOTSTRAP_SEED)
+    n = len(values)
+    draws = sorted(statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(samples))
+    return draws[int(0.025 * samples)], draws[min(samples - 1, int(0.975 * samples))]
+
+
+def mcnemar_exact(better: int, worse: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial(better + worse, 1/2) test on the discordant pairs."""
+    n = better + worse
+    if n == 0:
+        return 1.0
+    k = min(better, worse)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired(candidate: Mapping[str, float], baseline: Mapping[str, float]) -> PairedComparison:
+    """Compare two versions' per-task outcomes on the tasks both have (keys are task ids).
+
+    Raises ValueError when they share no task: such figures cannot be compared.
+    """
+    shared = sorted(set(candidate) & set(baseline))
+    if not shared:
+        raise ValueError("the two evaluations share no task: a paired comparison needs the same tasks")
+    a = [float(candidate[t]) for t in shared]
+    b = [float(baseline[t]) for t in shared]
+    deltas = [x - y for x, y in zip(a, b, strict=True)]
+    better = sum(d > 0 for d in deltas)
+    worse = sum(d < 0 for d in deltas)
+    low, high = _bootstrap(deltas, lambda sample: sum(sample) / len(sample))
+    difference = Estimate(sum(deltas) / len(deltas), len(deltas), low, high)
+    return PairedComparison(difference, mean_estimate(a), mean_estimate(b), better, worse,
+                            mcnemar_exact(better, worse))

@@ -1,0 +1,54 @@
+"""Intervals and paired tests of evaluation/stats.py against values computed by hand."""
+
+import pytest
+
+from evaluation.stats import Estimate, mcnemar_exact, mean_estimate, paired, wilson
+
+
+def test_wilson_matches_the_textbook_values():
+    half = wilson(5, 10)
+    assert half.value == 0.5 and half.n == 10
+    assert half.low == pytest.approx(0.2366, abs=1e-4) and half.high == pytest.approx(0.7634, abs=1e-4)
+    none = wilson(0, 10)
+    assert none.low == 0.0 and none.high == pytest.approx(0.2775, abs=1e-4)
+    assert wilson(0, 0) == Estimate(None, 0)
+
+
+def test_mean_of_non_binary_outcomes_gets_a_bootstrap_interval_around_it():
+    estimate = mean_estimate([0.5, 1.0, 0.0, 0.25, 0.75] * 8)
+    assert estimate.value == pytest.approx(0.5)
+    assert estimate.low < 0.5 < estimate.high
+    assert estimate.high - estimate.low < 0.5
+
+
+def test_mcnemar_exact_counts_only_discordant_tasks():
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)
+    assert mcnemar_exact(3, 3) == 1.0
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(10, 0) == pytest.approx(2 / 1024)
+
+
+def test_paired_comparison_pairs_by_task_and_reports_flips():
+    baseline = {f"t{i}": 0.0 for i in range(40)}
+    candidate = {f"t{i}": 1.0 if i < 12 else 0.0 for i in range(40)}
+    candidate["t39"] = 0.0
+    baseline["t39"] = 1.0  # one task only the baseline solved
+    candidate["extra"] = 1.0  # not in the baseline: not compared
+    result = paired(candidate, baseline)
+    assert result.better == 12 and result.worse == 1
+    assert result.difference.n == 40
+    assert result.difference.value == pytest.approx(11 / 40)
+    assert 0 < result.difference.low < result.difference.value < result.difference.high
+    assert result.p_value == pytest.approx(mcnemar_exact(12, 1))
+    assert "+27.5 pts" in result.describe()
+
+
+def test_paired_comparison_refuses_disjoint_task_sets():
+    with pytest.raises(ValueError, match="share no task"):
+        paired({"a": 1.0}, {"b": 0.0})
+
+
+def test_estimate_round_trips_and_formats():
+    estimate = wilson(25, 200)
+    assert Estimate.from_dict(estimate.to_dict()) == estimate
+    assert estimate.format() == "12.5% [8.6, 17.8] n=200"
