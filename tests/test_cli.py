@@ -132,3 +132,27 @@ def test_play_list_show_export(db, tmp_path):
     out = tmp_path / "episodes.jsonl"
     assert invoke("export", str(out), "--level", "episodes").exit_code == 0
     assert len(out.read_text().splitlines()) == 6
+
+
+def _splits(*play_args: str) -> set[str]:
+    result = invoke("play", "math-reflection", "-n", "2", "--turns", "1", "--format", "json", *SCRIPTED, *play_args)
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout.strip().splitlines()[-1])[0]["run_id"]
+    rows = json.loads(invoke("episodes", "list", "--run", run_id, "--format", "json").stdout)
+    return {json.loads(invoke("episodes", "show", row["id"], "--format", "json").stdout)[0]["split"] for row in rows}
+
+
+def test_a_task_file_is_played_as_evaluation_data_unless_split_train(db, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"question": "1+1?", "answer": "#### 2"}\n{"question": "2+2?", "answer": "#### 4"}\n')
+    assert _splits("--tasks", str(tasks)) == {"eval"}
+    assert _splits("--tasks", str(tasks), "--split", "train") == {"train"}
+    assert _splits() == {"train"}  # the arithmetic generator's train split
+
+
+def test_datasets_build_refuses_evaluation_splits_unless_forced(db):
+    refused = invoke("datasets", "build", "sft", "--role", "actor", "--split", "eval")
+    assert refused.exit_code == 2
+    assert "evaluation data" in refused.output and "--train-on-eval-data" in refused.output
+    help_text = invoke("datasets", "build", "--help").output
+    assert "--train-on-eval-data" in help_text and "worthless" in " ".join(help_text.split())

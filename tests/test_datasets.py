@@ -35,6 +35,7 @@ from training.datasets import (
     DatasetMismatchError,
     DPOOptions,
     EmptyDatasetError,
+    EvaluationDataError,
     LogFilter,
     ReadPlan,
     RewardOptions,
@@ -110,6 +111,7 @@ def play_math(
     logprobs: list[list[float]] | None = None,
     status: EpisodeStatus = EpisodeStatus.SUCCEEDED,
     finished: bool = True,
+    split: str = "train",
 ) -> Played:
     """One math-reflection episode: answer, critique, refinement, critique... with the
     game's reward events (``correct`` per answer, ``verdict_correct`` per critique)."""
@@ -124,7 +126,7 @@ def play_math(
             game="math-reflection",
             task_id=task_id,
             task_source="test",
-            split="train",
+            split=split,
             difficulty=difficulty,
             seed=1,
             seats={"actor": "model", "critic": "model", "judge": "verifier"},
@@ -573,6 +575,25 @@ def test_reward_rows_are_balanced_per_difficulty(store_with_log, tmp_path: Path)
 
 
 # --- snapshots ------------------------------------------------------------------------------
+
+
+def test_builds_read_the_train_split_only_unless_forced(store: Engine, tmp_path: Path) -> None:
+    with Recorder(store) as rec:
+        trained = play_math(rec, "t1", ["5"], ["correct"], minute=0)
+        evaluated = {
+            split: play_math(rec, "t1", ["5"], ["correct"], minute=1 + i, split=split)
+            for i, split in enumerate(("eval", "heldout"))
+        }
+    default = build(store, "kto", "actor", tmp_path)
+    assert {r["episode_id"] for r in rows_of(default.path)} == {trained.id}
+    assert default.filter_spec["split"] == "train" and default.filter_spec["evaluation_data"] is False
+    for split in ("eval", "heldout", None):
+        with pytest.raises(EvaluationDataError, match="evaluation data.*worthless.*evaluation_data=True"):
+            LogFilter(split=split)
+    forced = build(store, "kto", "actor", tmp_path, log_filter=LogFilter(split="eval", evaluation_data=True))
+    assert {r["episode_id"] for r in rows_of(forced.path)} == {evaluated["eval"].id}
+    every = build(store, "kto", "actor", tmp_path, log_filter=LogFilter(split=None, evaluation_data=True))
+    assert {r["episode_id"] for r in rows_of(every.path)} == {trained.id, *(p.id for p in evaluated.values())}
 
 
 def test_latest_watermark_reads_only_new_episodes(store: Engine, tmp_path: Path) -> None:

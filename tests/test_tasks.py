@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from graphs.tasks import load_tasks
+from graphs.tasks import default_split, load_tasks
 from graphs.tasks.arithmetic import LEVELS, TEMPLATES, problems
 from graphs.tasks.base import TaskSourceError
 
@@ -153,6 +153,18 @@ def test_gsm8k_rows(tmp_path: Path) -> None:
         ("tasks.jsonl:1", "1234", "Two and two."),
         ("tasks.jsonl:3", "-5", ""),
     ]
+
+
+def test_a_task_file_is_evaluation_data_unless_the_user_says_train(tmp_path: Path) -> None:
+    path = _write(tmp_path, [{"question": "How many?", "answer": "#### 4"}])
+    assert (default_split(str(path)), default_split("arithmetic:2"), default_split("hf:openai/gsm8k")) == (
+        "eval", "train", "train"
+    )
+    assert [t.split for t in load_tasks(str(path), n=None, seed=0)] == ["eval"]
+    assert [t.split for t in load_tasks(str(path), n=None, seed=0, split="train")] == ["train"]
+    assert {t.split for t in load_tasks("arithmetic", n=4, seed=0)} == {"train"}
+    with pytest.raises(TaskSourceError, match="split 'test' for a task file: use one of eval, train, heldout"):
+        load_tasks(str(path), n=None, seed=0, split="test")
 
 
 def test_math_rows_take_the_last_balanced_box_when_there_is_no_answer_key(tmp_path: Path) -> None:

@@ -47,8 +47,14 @@ def play(
         str, typer.Option(help="Task source: 'arithmetic', 'arithmetic:1-3', a GSM8K/MATH .jsonl file, or 'hf:ID'.")
     ] = "arithmetic",
     split: Annotated[
-        str, typer.Option(help="train or heldout: the generator's split, or the label of a task file's tasks.")
-    ] = "train",
+        str | None,
+        typer.Option(
+            help="Split the episodes are logged under; dataset builds read 'train' only. arithmetic: 'train' "
+            "(default) or 'heldout' problems. A task file: 'eval' by default (evaluation data, never trained "
+            "on); pass 'train' to train on its episodes.",
+            show_default=False,
+        ),
+    ] = None,
     samples: Annotated[int, typer.Option(min=1, help="Episodes per task (several samples of one task).")] = 1,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0 = greedy).")] = 0.7,
@@ -81,7 +87,7 @@ def play(
     from graphs.context import GameOptions
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
-    from graphs.tasks import load_tasks
+    from graphs.tasks import default_split, load_tasks
     from graphs.tasks.base import TaskSourceError
 
     settings = settings_or_exit(database_url=db, seed=seed)
@@ -90,6 +96,7 @@ def play(
         seat_specs = parse_seat_specs(spec, seat or [])
         options = GameOptions(turns=turns, rounds=rounds, stop_on_correct=stop_on_correct)
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+        split = split or default_split(tasks)
         task_list = load_tasks(tasks, n=-(-episodes // samples), seed=settings.seed, split=split)
     except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
         fail(str(exc))

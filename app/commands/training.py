@@ -22,8 +22,8 @@ DATA_PARALLEL_KINDS = ("sft", "dpo", "kto")
 """Trainers built on TRL's Trainer, which runs data-parallel under `accelerate launch`."""
 
 
-def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, split: str | None):
-    from training.datasets import EmptyDatasetError, LogFilter, build_snapshot
+def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, log_filter):
+    from training.datasets import EmptyDatasetError, build_snapshot
 
     try:
         with err.status(f"building {kind} rows for {role} from {game} logs…"):
@@ -35,11 +35,20 @@ def _build(engine, settings: Settings, kind: str, role: str, game: str, since: s
                 base_model=settings.model,
                 out_dir=settings.data_dir / "datasets",
                 since=None if since == "all" else "latest",
-                log_filter=LogFilter(split=split),
+                log_filter=log_filter,
                 seed=settings.seed,
             )
     except EmptyDatasetError as exc:
         fail(str(exc))
+
+
+def _log_filter(split: str, evaluation_data: bool):
+    from training.datasets import EvaluationDataError, LogFilter
+
+    try:
+        return LogFilter(split=None if split == "all" else split, evaluation_data=evaluation_data)
+    except EvaluationDataError as exc:
+        fail(str(exc).replace("evaluation_data=True", "--train-on-eval-data"))
 
 
 @datasets_app.command("build")
@@ -48,11 +57,27 @@ def datasets_build(
     role: Annotated[str, typer.Option(help="The learner role (seat) the rows train.")],
     game: Annotated[str, typer.Option(help="Game whose logs are read.")] = "math-reflection",
     since: Annotated[str, typer.Option(help="'latest': only what is newer than the last snapshot; 'all'.")] = "latest",
-    split: Annotated[str | None, typer.Option(help="Only episodes of this task split.")] = "train",
+    split: Annotated[
+        str,
+        typer.Option(
+            help="Task split read: 'train'. Any other ('eval', 'heldout', 'all') needs --train-on-eval-data."
+        ),
+    ] = "train",
+    train_on_eval_data: Annotated[
+        bool,
+        typer.Option(
+            "--train-on-eval-data",
+            help="Allow a --split other than 'train'. Evaluation episodes (task files played without "
+            "--split train, held-out problems) then become training rows, and every later figure measured on "
+            "those tasks is worthless.",
+        ),
+    ] = False,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
     """Build a dataset snapshot (TRL conversational JSONL) for one role from the logs.
+
+    Reads the succeeded episodes of split 'train' only.
 
     Examples:
 
@@ -63,8 +88,9 @@ def datasets_build(
         fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
     if since not in ("latest", "all"):
         fail(f"--since {since!r}: use 'latest' or 'all'")
+    log_filter = _log_filter(split, train_on_eval_data)
     settings = settings_or_exit(database_url=db)
-    snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, split)
+    snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter)
     row = {
         "snapshot": snapshot.id,
         "kind": str(snapshot.kind),
@@ -151,10 +177,10 @@ def train(
     if kind == "grpo":
         rows, snapshot_id, extra, cleanup = _online(engine, settings, game, role, tasks, seat or [])
     else:
-        from training.datasets import DatasetError, load_snapshot
+        from training.datasets import DatasetError, LogFilter, load_snapshot
 
         snapshot_id = (
-            dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", "train").id
+            dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", LogFilter()).id
         )
         try:
             rows = load_snapshot(engine, snapshot_id, role=role, base_model=settings.model, kind=kind)

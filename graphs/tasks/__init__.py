@@ -10,10 +10,15 @@ from graphs.tasks.base import Task, TaskSourceError
 from graphs.tasks.files import load_jsonl
 from graphs.tasks.hf import load_hf
 
-__all__ = ["DEFAULT_ARITHMETIC_COUNT", "Task", "TaskSourceError", "load_tasks"]
+__all__ = ["DEFAULT_ARITHMETIC_COUNT", "FILE_SPLITS", "Task", "TaskSourceError", "default_split", "load_tasks"]
 
 DEFAULT_ARITHMETIC_COUNT = 100
 """How many arithmetic problems ``load_tasks`` makes when n is None (the generator is endless)."""
+
+FILE_SPLITS = ("eval", "train", "heldout")
+"""Labels a task file's tasks may take. Dataset builders read ``train`` only: ``eval`` (a task
+file's default) and ``heldout`` (the generator's held-out problems, the deploy gate's) are
+evaluation data."""
 
 ACCEPTED_SPECS = (
     "'arithmetic' (levels 1-4), 'arithmetic:2' or 'arithmetic:1-3'; "
@@ -22,17 +27,27 @@ ACCEPTED_SPECS = (
 )
 
 
-def load_tasks(spec: str, *, n: int | None, seed: int, split: str = "train") -> list[Task]:
+def default_split(spec: str) -> str:
+    """The split of ``spec``'s tasks when the user names none: ``train`` for the arithmetic
+    generator and Hugging Face datasets (their train split), ``eval`` for a task file, since
+    a file (GSM8K's test set, say) is evaluation data unless the user says otherwise."""
+    kind = spec.partition(":")[0]
+    return "train" if kind in (arithmetic.SOURCE, "hf") else "eval"
+
+
+def load_tasks(spec: str, *, n: int | None, seed: int, split: str | None = None) -> list[Task]:
     """Up to ``n`` tasks from ``spec``, in an order fixed by ``seed``.
 
     Files and Hugging Face datasets: all rows shuffled with ``random.Random(seed)``, then the
     first n (all when n is None), so a smaller n gives a prefix of a larger one. ``split``
-    picks the Hugging Face split when the spec names none and labels the tasks of a file.
-    Arithmetic: the first problems of ``split`` at each level (n, default
-    DEFAULT_ARITHMETIC_COUNT), shuffled by ``seed``; the same problems for every seed.
+    (default: ``default_split(spec)``) picks the Hugging Face split when the spec names none
+    and labels the tasks of a file (one of FILE_SPLITS). Arithmetic: the first problems of
+    ``split`` at each level (n, default DEFAULT_ARITHMETIC_COUNT), shuffled by ``seed``; the
+    same problems for every seed.
     """
     if n is not None and n < 1:
         raise TaskSourceError(f"n must be at least 1 (or None for all), got {n}")
+    split = split or default_split(spec)
     kind, _, rest = spec.partition(":")
     if kind == arithmetic.SOURCE:
         levels = arithmetic.parse_levels(rest) if rest else arithmetic.LEVELS
@@ -40,6 +55,8 @@ def load_tasks(spec: str, *, n: int | None, seed: int, split: str = "train") -> 
     elif kind == "hf":
         tasks = load_hf(rest, split=split)
     elif spec.endswith(".jsonl") or Path(spec).is_file():
+        if split not in FILE_SPLITS:
+            raise TaskSourceError(f"split {split!r} for a task file: use one of {', '.join(FILE_SPLITS)}")
         tasks = load_jsonl(Path(spec), split=split)
     else:
         raise TaskSourceError(f"unknown task source {spec!r}; accepted: {ACCEPTED_SPECS}")

@@ -13,6 +13,7 @@ from training.datasets.errors import (
     DatasetError,
     DatasetMismatchError,
     EmptyDatasetError,
+    EvaluationDataError,
     SnapshotFileError,
     SnapshotNotFoundError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "DatasetMismatchError",
     "EmptyDatasetError",
     "EpisodeLog",
+    "EvaluationDataError",
     "KTOOptions",
     "LogFilter",
     "LoggedJudgment",

@@ -21,3 +21,7 @@ class DatasetMismatchError(DatasetError, ValueError):
 
 class SnapshotFileError(DatasetMismatchError):
     """A snapshot's file is missing, or no longer matches the content hash it was registered with."""
+
+
+class EvaluationDataError(DatasetError, ValueError):
+    """A build was asked to read evaluation data (a split other than ``train``) without forcing it."""

@@ -33,6 +33,7 @@ from sqlalchemy.types import Boolean
 
 from storage.models import Episode, Judgment, Reward, Turn, TurnPayload
 from storage.records import EpisodeStatus
+from training.datasets.errors import EvaluationDataError
 
 _E = Episode.__table__
 _T = Turn.__table__
@@ -43,6 +44,7 @@ _J = Judgment.__table__
 WatermarkOn = Literal["episode_finished_at", "turn_created_at"]
 WATERMARK_FIELDS: tuple[WatermarkOn, ...] = ("episode_finished_at", "turn_created_at")
 DEFAULT_CHUNK_EPISODES = 256
+TRAIN_SPLIT = "train"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,9 @@ class LogFilter:
 
     ``policy``: a substring (case-insensitive, ``%`` and ``_`` literal) of the policy label or
     of the adapter that served the role's turns, e.g. ``"critic@v3"``. ``split``: the
-    episodes' task split. ``watermark_on``: what the ``since`` watermark is compared with:
+    episodes' task split, ``train`` only unless ``evaluation_data`` (any other split, or None
+    for every split, is evaluation data: training on it makes every later figure measured on
+    it worthless). ``watermark_on``: what the ``since`` watermark is compared with:
 
     - ``episode_finished_at`` (default): whole episodes that finished after it. An episode
       still running during a build is read in full by the next one.
@@ -60,12 +64,22 @@ class LogFilter:
     """
 
     policy: str | None = None
-    split: str | None = None
+    split: str | None = TRAIN_SPLIT
     watermark_on: WatermarkOn = "episode_finished_at"
+    evaluation_data: bool = False
+    """allow a split other than ``train``"""
 
     def __post_init__(self) -> None:
         if self.watermark_on not in WATERMARK_FIELDS:
             raise ValueError(f"watermark_on must be one of {', '.join(WATERMARK_FIELDS)}; got {self.watermark_on!r}")
+        if self.split != TRAIN_SPLIT and not self.evaluation_data:
+            which = "every split" if self.split is None else f"split {self.split!r}"
+            raise EvaluationDataError(
+                f"refusing to build training rows from {which}: only split 'train' is training data; "
+                "'eval' (task files) and 'heldout' (the gate's problems) are evaluation data, and training on "
+                "them makes every later figure measured on them worthless. Force it with evaluation_data=True "
+                "(`sparring datasets build --train-on-eval-data`)."
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
