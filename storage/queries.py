@@ -28,6 +28,22 @@ _PAYLOAD = ("task", "seats", "outcome", "error")
 _TURN_COLUMNS = (*(c for c in _T.columns if c.name != "episode_id"), *(c for c in _TP.columns if c.name != "turn_id"))
 """A turn with its payload, as nested in an episode."""
 SORT_KEYS = ("started_at", "finished_at", "reward", "num_turns", "game", "status")
+BASE_POLICY = "base"
+"""What a policy filter calls the base model played with no adapter (its turns log the
+model's name, e.g. ``bundled``)."""
+SCRIPTED_BACKEND = "scripted"
+"""The backend name of rule-based bots (graphs.policies.scripted): their token ids are bytes
+and their logprobs 0, so their turns are never training data."""
+
+
+def policy_is(policy: str) -> ColumnElement[bool]:
+    """Turns played by ``policy``, matched exactly: an adapter version's name (``actor@v1``,
+    never ``actor@v10``), a whole policy label (``scripted:calculator``, ``gpt-4o-mini``), or
+    ``base``: a model turn that no adapter served (a turn without adapter is served by the
+    model its label names; one with an adapter by the adapter, its label being MODEL+ADAPTER)."""
+    if policy == BASE_POLICY:
+        return (_T.c.served_by == _T.c.policy) & (_T.c.backend != SCRIPTED_BACKEND)
+    return (_T.c.served_by == policy) | (_T.c.policy == policy)
 
 
 @dataclass

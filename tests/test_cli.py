@@ -29,6 +29,11 @@ def invoke(*args: str):
     return result
 
 
+def words(result) -> str:
+    """The command's output with rich's line wrapping undone."""
+    return " ".join(result.output.split())
+
+
 def _commands(group, prefix: tuple[str, ...] = ()):
     """Every leaf command (typer vendors its own click, so groups are told by their `commands`)."""
     for name, command in group.commands.items():
@@ -156,3 +161,10 @@ def test_datasets_build_refuses_evaluation_splits_unless_forced(db):
     assert "evaluation data" in refused.output and "--train-on-eval-data" in refused.output
     help_text = invoke("datasets", "build", "--help").output
     assert "--train-on-eval-data" in help_text and "worthless" in " ".join(help_text.split())
+
+
+def test_datasets_build_never_trains_on_scripted_turns(db):
+    assert invoke("play", "math-reflection", "-n", "2", "--turns", "1", *SCRIPTED).exit_code == 0
+    built = invoke("datasets", "build", "kto", "--role", "actor", "--since", "all")
+    assert built.exit_code == 2
+    assert "0 model turns of actor read" in words(built) and "scripted bot's turns are never" in words(built)

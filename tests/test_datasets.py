@@ -79,9 +79,9 @@ def _turn(
         "round": round_,
         "seat": seat,
         "seat_kind": "learner",
-        "policy": "smollm2@base",
+        "policy": BASE,
         "served_by": BASE,
-        "backend": "scripted",
+        "backend": "inprocess",
         "messages": messages,
         "response": response,
         "prompt_token_ids": [1, 2, 3 + index],
@@ -94,6 +94,16 @@ def _turn(
         "parsed_value": None,
     }
     return TurnRecord(**{**values, **kw})
+
+
+def served(policy: str | None) -> dict[str, str]:
+    """A turn's logged policy columns, as the backends write them: ``policy`` None is the base
+    model, ``scripted:BOT`` a scripted bot, anything else an adapter version's name."""
+    if policy is None:
+        return {"policy": BASE, "served_by": BASE, "backend": "inprocess"}
+    if policy.startswith("scripted:"):
+        return {"policy": policy, "served_by": policy, "backend": "scripted"}
+    return {"policy": f"{BASE}+{policy}", "served_by": policy, "backend": "inprocess"}
 
 
 def actor_prompt(task_id: str) -> list[dict[str, str]]:
@@ -152,7 +162,7 @@ def play_math(
             "actor",
             messages,
             text,
-            policy=policies.get("actor", "smollm2@base"),
+            **served(policies.get("actor")),
             parsed=value is not None,
             parsed_value=value,
             created_at=start + timedelta(seconds=len(played.turns) + 1),
@@ -172,7 +182,7 @@ def play_math(
             "critic",
             [{"role": "user", "content": f"Problem:\n{question}\n\nProposed solution:\n{text}\n\nVerdict?"}],
             review,
-            policy=policies.get("critic", "smollm2@base"),
+            **served(policies.get("critic")),
             parsed=verdict is not None,
             parsed_value=verdict,
             created_at=start + timedelta(seconds=len(played.turns) + 1),
@@ -355,7 +365,7 @@ def test_reading_selects_role_turns_with_context_in_few_queries(store_with_log) 
     assert not actor.selected and actor.messages is None and actor.rewards == {"correct": 0.0}
 
     by_policy = ReadPlan(
-        game="math-reflection", role="critic", filter=LogFilter(policy="CRITIC@V3"), context_seats=("actor",)
+        game="math-reflection", role="critic", filter=LogFilter(policy="critic@v3"), context_seats=("actor",)
     )
     [only] = list(read_episodes(engine, by_policy))
     assert only.episode_id == other.id
@@ -572,6 +582,28 @@ def test_reward_rows_are_balanced_per_difficulty(store_with_log, tmp_path: Path)
     for row in paired:
         assert messages[row["chosen_turn_id"]] == messages[row["rejected_turn_id"]] == row["prompt"]
         assert labels[row["chosen_turn_id"]] in ("5", "16") and labels[row["rejected_turn_id"]] not in ("5", "16")
+
+
+def test_builds_take_model_turns_only_and_filter_policies_exactly(store: Engine, tmp_path: Path) -> None:
+    with Recorder(store) as rec:
+        played = {
+            policy: play_math(rec, "t1", ["5"], ["correct"], minute=i, policies={"actor": policy} if policy else None)
+            for i, policy in enumerate((None, "actor@v1", "actor@v10", "scripted:calculator"))
+        }
+
+    def turns(policy: str | None = None) -> set[str]:
+        snapshot = build(store, "kto", "actor", tmp_path, log_filter=LogFilter(policy=policy))
+        return {row["turn_id"] for row in rows_of(snapshot.path)}
+
+    def actor_turn(policy: str | None) -> str:
+        return played[policy].actor[0].id
+
+    # a scripted bot's turns (byte token ids, logprob 0) are never read, whatever the filter
+    assert turns() == {actor_turn(p) for p in (None, "actor@v1", "actor@v10")}
+    assert turns("actor@v1") == {actor_turn("actor@v1")}  # exact: not actor@v10
+    assert turns("base") == {actor_turn(None)}
+    with pytest.raises(EmptyDatasetError, match="a scripted bot's turns are never training data"):
+        turns("scripted:calculator")
 
 
 # --- snapshots ------------------------------------------------------------------------------

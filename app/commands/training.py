@@ -42,11 +42,11 @@ def _build(engine, settings: Settings, kind: str, role: str, game: str, since: s
         fail(str(exc))
 
 
-def _log_filter(split: str, evaluation_data: bool):
+def _log_filter(split: str, evaluation_data: bool, policy: str | None):
     from training.datasets import EvaluationDataError, LogFilter
 
     try:
-        return LogFilter(split=None if split == "all" else split, evaluation_data=evaluation_data)
+        return LogFilter(policy=policy, split=None if split == "all" else split, evaluation_data=evaluation_data)
     except EvaluationDataError as exc:
         fail(str(exc).replace("evaluation_data=True", "--train-on-eval-data"))
 
@@ -72,23 +72,33 @@ def datasets_build(
             "those tasks is worthless.",
         ),
     ] = False,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Only the role's turns of this policy, matched exactly: an adapter version (actor@v1, not "
+            "actor@v10) or 'base' (no adapter).",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
     """Build a dataset snapshot (TRL conversational JSONL) for one role from the logs.
 
-    Reads the succeeded episodes of split 'train' only.
+    Reads the role's model turns (never a scripted bot's) in succeeded episodes of split
+    'train'.
 
     Examples:
 
     * `sparring datasets build sft --role actor`
     * `sparring datasets build dpo --role critic --since all --format json`
+    * `sparring datasets build ppo --role actor --policy actor@v2`
     """
     if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
         fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
     if since not in ("latest", "all"):
         fail(f"--since {since!r}: use 'latest' or 'all'")
-    log_filter = _log_filter(split, train_on_eval_data)
+    log_filter = _log_filter(split, train_on_eval_data, policy)
     settings = settings_or_exit(database_url=db)
     snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter)
     row = {

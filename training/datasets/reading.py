@@ -9,7 +9,8 @@ JSON text the store holds until a builder asks for them: most read turns make no
 
 Which turns are read, for a ``ReadPlan`` with role R:
 
-- *selected* turns: R's turns that pass the filter (policy label substring, and in
+- *selected* turns: R's turns served by a model (never a scripted bot's: their token ids are
+  bytes and their logprobs 0) that pass the filter (the exact policy, and in
   ``turn_created_at`` mode the watermark). Builders make rows from these only.
 - *context* turns of ``context_seats``: read whatever their policy or age, without their
   payload (no messages, no tokens), for credit rules that look at other seats' rewards.
@@ -32,6 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.types import Boolean
 
 from storage.models import Episode, Judgment, Reward, Turn, TurnPayload
+from storage.queries import SCRIPTED_BACKEND, policy_is
 from storage.records import EpisodeStatus
 from training.datasets.errors import EvaluationDataError
 
@@ -51,8 +53,9 @@ TRAIN_SPLIT = "train"
 class LogFilter:
     """Which logs a build reads, beyond game and role (stored with each snapshot).
 
-    ``policy``: a substring (case-insensitive, ``%`` and ``_`` literal) of the policy label or
-    of the adapter that served the role's turns, e.g. ``"critic@v3"``. ``split``: the
+    ``policy``: the policy that played the role's turns, matched exactly
+    (``storage.queries.policy_is``): an adapter version (``"critic@v3"``), ``"base"`` (no
+    adapter) or a whole policy label. ``split``: the
     episodes' task split, ``train`` only unless ``evaluation_data`` (any other split, or None
     for every split, is evaluation data: training on it makes every later figure measured on
     it worthless). ``watermark_on``: what the ``since`` watermark is compared with:
@@ -219,14 +222,10 @@ def read_episodes(
             yield from _read_chunk(conn, statements, rows)
 
 
-def _policy_matches(policy: str) -> ColumnElement[bool]:
-    return _T.c.policy.icontains(policy, autoescape=True) | _T.c.served_by.icontains(policy, autoescape=True)
-
-
 def _selected(plan: ReadPlan) -> ColumnElement[bool]:
-    conditions = [_T.c.seat == plan.role]
+    conditions = [_T.c.seat == plan.role, _T.c.backend != SCRIPTED_BACKEND]
     if plan.filter.policy is not None:
-        conditions.append(_policy_matches(plan.filter.policy))
+        conditions.append(policy_is(plan.filter.policy))
     if plan.since is not None and plan.filter.watermark_on == "turn_created_at":
         conditions.append(_T.c.created_at > plan.since)
     return and_(*conditions)

@@ -316,17 +316,20 @@ def _empty_message(
         start += f" (the watermark of snapshot {since_snapshot_id})"
     where = f"{kind} dataset from {game}"
     if log_filter.policy is not None:
-        where += f", policy containing {log_filter.policy!r}"
+        where += f", policy {log_filter.policy!r}"
     if log_filter.split is not None:
         where += f", split {log_filter.split!r}"
-    read = f"{tracker.episodes} succeeded episodes and {tracker.turns} turns of {role} read"
+    read = f"{tracker.episodes} succeeded episodes and {tracker.turns} model turns of {role} read"
     if builder.skipped:
         read += "; left out: " + ", ".join(f"{reason}={n}" for reason, n in sorted(builder.skipped.items()))
     hint = f"play more episodes with `sparring play {game} --episodes 32`"
     if builder.needs_samples():
         hint += " (this kind compares samples of one state: add `--samples 4`)"
     if since is None and tracker.episodes == 0:
-        hint += f"; if {game} episodes were played, check that {role!r} is one of its seats and the filter matches"
+        hint += (
+            f"; if {game} episodes were played, check that {role!r} is one of its seats, that a model played it "
+            "(a scripted bot's turns are never training data) and that the filter matches"
+        )
     return f"no new rows for role {role} since {start} ({where}; {read}): {hint}"
 
 
