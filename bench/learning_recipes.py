@@ -116,7 +116,7 @@ async def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -
         evaluate = Evaluator(engine, GAME, heldout, settings.seed, OPTIONS, args.concurrency, say=say)
         base = await evaluate({"actor": actor, "critic": critic}, label="base")
         results = [{"recipe": "base (no training)", "rows": None, "steps": None, "train_s": 0.0,
-                    "pass@turn-1": base["pass@turn-1"]}]
+                    "pass@turn-1": base.metrics["pass@turn-1"].value}]
         for recipe in recipes:
             say(f"recipe {recipe}")
             try:
@@ -130,7 +130,7 @@ async def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -
             scored = await evaluate({"actor": Policy(backend, sampling, adapter=adapter.name), "critic": critic},
                                     label=recipe)
             results.append({"recipe": recipe, "rows": rows, "steps": steps, "train_s": seconds,
-                            "pass@turn-1": scored["pass@turn-1"], "adapter": adapter.name})
+                            "pass@turn-1": scored.metrics["pass@turn-1"].value, "adapter": adapter.name})
         return results
     finally:
         await factory.aclose()

@@ -118,6 +118,19 @@ def ratio_estimate(hits: int, total: int) -> Estimate:
     return wilson(hits, total)
 
 
+def mean_of_proportions(first: Estimate, second: Estimate) -> Estimate:
+    """The mean of two independent proportions (a balanced accuracy: the mean of two recalls),
+    with the MOVER interval built from their own intervals (Zou & Donner 2008), which stays
+    sound where a recall is 0 or 1 and a bootstrap's interval would collapse to a point.
+    None unless both are measured; n is both samples together."""
+    if first.value is None or second.value is None or None in (first.low, first.high, second.low, second.high):
+        return Estimate(None, first.n + second.n)
+    value = (first.value + second.value) / 2
+    low = value - math.hypot(first.value - first.low, second.value - second.low) / 2
+    high = value + math.hypot(first.high - first.value, second.high - second.value) / 2
+    return Estimate(value, first.n + second.n, max(0.0, low), min(1.0, high))
+
+
 def _bootstrap(values: Sequence[float], statistic, samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float]:
     rng = random.Random(BOOTSTRAP_SEED)
     n = len(values)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
 from graphs.runner import play
 from graphs.tasks import load_tasks
 from storage.engine import open_store
-from storage.models import Run
+from storage.models import Evaluation, Run
 from storage.queries import EpisodeFilter, iter_turns
 from storage.recorder import Recorder
 from tiny_model import save_random_lora
@@ -83,20 +84,83 @@ def test_gate_promotes_a_better_candidate_and_rejects_a_worse_one(store_url, tmp
 
     result = asyncio.run(gate_and_deploy(engine, v1, backend, live, evaluate))
     assert result.promoted and (result.candidate_value, result.baseline_value) == (1.0, 0.0)
+    assert (result.comparison.better, result.comparison.worse, result.comparison.difference.n) == (8, 0, 8)
+    assert result.reason.startswith("promoted actor@v1 against base: pass@turn-1 +100.0 pts")
+    assert "8 better, 0 worse, p=0.00781" in result.reason
     assert result.baseline == "base" and get_version(engine, "actor@v1").status == "active"
     assert live()["actor"].adapter == "actor@v1" and "actor@v1" in backend.adapters()
 
     v2 = _publish(engine, tmp_path / "adapters", adapter_template)  # serves wrong answers
     result = asyncio.run(gate_and_deploy(engine, v2, backend, live, evaluate))
     assert not result.promoted and (result.candidate_value, result.baseline_value) == (0.0, 1.0)
+    assert result.reason == (
+        "rejected actor@v2 against actor@v1: pass@turn-1 -100.0 pts [-100.0, -100.0] n=8 (candidate 0.0% "
+        "[0.0, 32.4] n=8, baseline 100.0% [67.6, 100.0] n=8; 0 better, 8 worse, p=0.00781), worse by more than "
+        "the margin (0 pts)")
     rejected = get_version(engine, "actor@v2")
     assert rejected.status == "rejected" and rejected.eval["gate"]["candidate"] == 0.0
+    assert rejected.eval["gate"]["reason"] == result.reason
+    with engine.connect() as conn:
+        stored = conn.execute(select(Evaluation.metrics).order_by(Evaluation.id)).scalars().all()
+    assert [m["decision"] for m in stored] == ["promoted", "rejected"]
+    assert stored[1]["comparison"]["worse"] == 8 and stored[1]["comparison"]["p_value"] == pytest.approx(2 / 2**8)
     assert active_version(engine, "actor").name == "actor@v1" and live()["actor"].adapter == "actor@v1"
     assert backend.adapters() == ["actor@v1"]  # the rejected candidate's slot is freed
     with engine.connect() as conn:  # v2's baseline (actor@v1) reused v1's candidate evaluation
         played = conn.execute(select(Run.config)).scalars().all()
     assert [c["purpose"] for c in played] == ["gate baseline for actor@v1", "gate candidate actor@v1",
                                                "gate candidate actor@v2"]
+
+
+def test_critic_gate_uses_balanced_accuracy_not_raw_accuracy(store_url, tmp_path, adapter_template, sums):
+    """On a weak actor, a critic that says "incorrect" to everything has a high raw accuracy;
+    the gate compares balanced accuracies and rejects it against a critic that checks."""
+    engine = open_store(store_url)
+    tasks = load_tasks(str(sums), n=8, seed=0, split="heldout")
+    v1 = _publish(engine, tmp_path / "adapters", adapter_template, role="critic")
+    promote(engine, v1.name)
+    v2 = _publish(engine, tmp_path / "adapters", adapter_template, role="critic")
+    critic = CheckingCritic(checks={"critic@v1"})
+    live = LivePolicies({"actor": Policy(ScriptedBackend.from_function(right_on_zero)),
+                         "critic": Policy(critic, adapter="critic@v1")})
+    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
+    result = asyncio.run(gate_and_deploy(engine, v2, critic, live, evaluate))
+    assert result.metric == "critic_balanced_accuracy" and not result.promoted
+    assert (result.candidate_value, result.baseline_value) == (0.5, 1.0)
+    assert result.candidate_eval.metrics["critic_accuracy"].value == 7 / 8  # raw accuracy would look fine
+    assert result.comparison.difference.value == pytest.approx(-0.5)
+    assert result.reason.startswith("rejected critic@v2 against critic@v1: critic_balanced_accuracy -50.0 pts")
+    assert active_version(engine, "critic").name == "critic@v1"
+
+    # a critic reviewing only wrong answers cannot be measured: rejected, and the reason says why
+    only_wrong = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
+    always_wrong = ScriptedBackend.from_function(lambda messages, request: "Answer: -1", name="always-wrong")
+    live = LivePolicies({"actor": Policy(always_wrong), "critic": Policy(critic, adapter="critic@v1")})
+    v3 = _publish(engine, tmp_path / "adapters", adapter_template, role="critic")
+    result = asyncio.run(gate_and_deploy(engine, v3, critic, live, only_wrong))
+    assert not result.promoted and result.comparison is None
+    assert "needs the critic to review both right and wrong answers" in result.reason
+
+
+def right_on_zero(messages, request) -> str:
+    """A weak actor: right on "What is 0 + 7?" only."""
+    return "Answer: 7" if "What is 0 + 7?" in messages[-1]["content"] else "Answer: -1"
+
+
+class CheckingCritic(ScriptedBackend):
+    """Checks the answer under the ``checks`` adapters; says "incorrect" to everything otherwise."""
+
+    def __init__(self, checks: set[str]) -> None:
+        super().__init__(self._review, bot_name="checking-critic")
+        self.checks = checks
+
+    def _review(self, messages, request) -> str:
+        text = messages[-1]["content"]
+        a = int(re.search(r"What is (\d+) \+ 7", text).group(1))
+        right = f"Answer: {a + 7}" in text
+        if request.adapter in self.checks:
+            return f"Verdict: {'correct' if right else 'incorrect'}"
+        return "Verdict: incorrect"
 
 
 def test_margin_lets_an_equal_candidate_through(tmp_path, adapter_template, sums):

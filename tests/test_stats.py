@@ -2,7 +2,7 @@
 
 import pytest
 
-from evaluation.stats import Estimate, mcnemar_exact, mean_estimate, paired, wilson
+from evaluation.stats import Estimate, mcnemar_exact, mean_estimate, mean_of_proportions, paired, wilson
 
 
 def test_wilson_matches_the_textbook_values():
@@ -52,3 +52,13 @@ def test_estimate_round_trips_and_formats():
     estimate = wilson(25, 200)
     assert Estimate.from_dict(estimate.to_dict()) == estimate
     assert estimate.format() == "12.5% [8.6, 17.8] n=200"
+
+
+def test_mean_of_two_proportions_has_a_mover_interval_that_stays_open_at_the_ends():
+    perfect = mean_of_proportions(wilson(4, 4), wilson(4, 4))
+    assert perfect.value == 1.0 and perfect.n == 8 and perfect.high == 1.0
+    # MOVER by hand: 1 - sqrt(2 * (1 - 0.5101)^2) / 2, where 0.5101 is the Wilson low of 4/4
+    assert perfect.low == pytest.approx(1 - (2 * (1 - 0.5101) ** 2) ** 0.5 / 2, abs=1e-3)
+    half = mean_of_proportions(wilson(0, 4), wilson(4, 4))  # "incorrect" to everything
+    assert half.value == 0.5 and half.low < 0.5 < half.high
+    assert mean_of_proportions(wilson(0, 0), wilson(3, 4)) == Estimate(None, 4)

@@ -1,7 +1,10 @@
 """Gate and deploy: a candidate adapter replaces the active one only if it is not worse.
 
 Both versions play the same held-out tasks with the same seeds and greedy decoding, every
-other seat unchanged; the role's gate metric decides. Promotion hot-loads the adapter into
+other seat unchanged, and are compared paired by task on the role's gate metric: the
+candidate is promoted when the mean difference (candidate minus active) is at least
+-margin, and the decision comes with one sentence that says why (the difference, its paired
+95% interval, the tasks each did better on, McNemar's exact p and n). Promotion hot-loads the adapter into
 the live backend through the deploy interface (``Backend.load_adapter`` by its immutable
 ``role@vN`` name), and ``LivePolicies`` switches new episodes to it while episodes already
 running finish on the version they started with.
@@ -17,13 +20,18 @@ from sqlalchemy import Engine
 
 from graphs.policies.base import Backend
 from graphs.policies.policy import Policy
+from evaluation.stats import Estimate, PairedComparison, paired
 from storage.models import Evaluation
 from training.adapter_files import verify_folder
-from training.evaluator import Evaluator
+from training.evaluator import EvaluationResult, Evaluator
 from training.registry import AdapterRecord, active_version, promote, reject
 
-GATE_METRICS = {"actor": "pass@turn-1", "critic": "critic_accuracy", "debater_a": "debater_a_win_rate"}
-"""The metric a role's candidate is judged on (higher is better)."""
+GATE_METRICS = {"actor": "pass@turn-1", "critic": "critic_balanced_accuracy", "debater_a": "debater_a_win_rate"}
+"""The metric a role's candidate is judged on (higher is better; the critic's is never its raw
+accuracy, which rewards saying "incorrect" to a weak actor)."""
+
+TOLERANCE = 1e-9
+"""Float noise allowed below -margin (two identical evaluations differ by exactly 0)."""
 
 
 class GateError(RuntimeError):
@@ -50,19 +58,57 @@ class GateResult:
     baseline: str
     """the active version, or "base" when the role had none"""
     metric: str
-    candidate_value: float
-    baseline_value: float
     margin: float
     promoted: bool
-    candidate_metrics: dict[str, Any]
-    baseline_metrics: dict[str, Any]
+    reason: str
+    """one sentence: the decision, the paired difference with its interval, flips, p and n"""
+    comparison: PairedComparison | None
+    """candidate minus baseline on the tasks both played (None when either has no figure)"""
+    candidate_eval: EvaluationResult
+    baseline_eval: EvaluationResult
+
+    @property
+    def candidate_value(self) -> float | None:
+        return self.candidate_eval.metrics.get(self.metric, Estimate(None, 0)).value
+
+    @property
+    def baseline_value(self) -> float | None:
+        return self.baseline_eval.metrics.get(self.metric, Estimate(None, 0)).value
 
     def figures(self) -> dict[str, Any]:
+        """What the registry and the evaluations table keep (JSON)."""
         return {
             "metric": self.metric, "candidate": self.candidate_value, "baseline": self.baseline_value,
             "baseline_version": self.baseline, "margin": self.margin,
-            "candidate_metrics": self.candidate_metrics, "baseline_metrics": self.baseline_metrics,
+            "decision": "promoted" if self.promoted else "rejected", "reason": self.reason,
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "candidate_run": self.candidate_eval.run_id, "baseline_run": self.baseline_eval.run_id,
+            "candidate_metrics": {k: e.to_dict() for k, e in self.candidate_eval.metrics.items()},
+            "baseline_metrics": {k: e.to_dict() for k, e in self.baseline_eval.metrics.items()},
         }
+
+
+def decide(role: str, candidate: str, baseline: str, metric: str, margin: float, cand: EvaluationResult,
+           base: EvaluationResult) -> tuple[bool, str, PairedComparison | None]:
+    """Promote when the paired difference on ``metric`` is at least -margin; say why either way."""
+    missing = [(name, e) for name, e in (("candidate", cand), ("baseline", base)) if not e.per_task.get(metric)]
+    if missing:
+        why = "; ".join(f"the {name} has no {metric} figure ({_no_figure(role, e)}, run {e.run_id[:12]})"
+                        for name, e in missing)
+        return False, f"rejected {candidate} against {baseline}: {why}", None
+    comparison = paired(cand.per_task[metric], base.per_task[metric])
+    promoted = comparison.difference.value >= -margin - TOLERANCE
+    rule = f"{'not ' if promoted else ''}worse by more than the margin ({100 * margin:g} pts)"
+    verb = "promoted" if promoted else "rejected"
+    return promoted, f"{verb} {candidate} against {baseline}: {metric} {comparison.describe()}, {rule}", comparison
+
+
+def _no_figure(role: str, evaluation: EvaluationResult) -> str:
+    if evaluation.failed:
+        return f"{evaluation.failed} of {evaluation.episodes} episodes failed"
+    if role == "critic":
+        return "balanced accuracy needs the critic to review both right and wrong answers"
+    return "no episode gave one"
 
 
 async def gate_and_deploy(
@@ -74,8 +120,8 @@ async def gate_and_deploy(
     *,
     margin: float = 0.0,
 ) -> GateResult:
-    """Evaluate ``candidate`` against the role's active version; promote and hot-load it, or
-    reject it, recording the figures either way."""
+    """Evaluate ``candidate`` against the role's active version on the same tasks and compare
+    them paired by task; promote and hot-load it, or reject it, recording why either way."""
     role = candidate.role
     metric = GATE_METRICS.get(role)
     if metric is None:
@@ -94,15 +140,13 @@ async def gate_and_deploy(
         policies[role] = replace(policies[role], adapter=adapter, label="")
         return policies
 
-    base_metrics = await evaluate(with_adapter(active.name if active else None),
-                                  label=f"gate baseline for {candidate.name}")
-    cand_metrics = await evaluate(with_adapter(candidate.name), label=f"gate candidate {candidate.name}")
-    cand_value, base_value = cand_metrics.get(metric), base_metrics.get(metric)
-    if cand_value is None or base_value is None:
-        raise GateError(f"the evaluation produced no {metric} figure (did every episode fail? see the gate runs "
-                        f"{base_metrics['run_id'][:12]} and {cand_metrics['run_id'][:12]})")
-    result = GateResult(role, candidate.name, active.name if active else "base", metric, cand_value, base_value,
-                        margin, cand_value >= base_value - margin, cand_metrics, base_metrics)
+    baseline = active.name if active else "base"
+    base_eval = await evaluate(with_adapter(active.name if active else None),
+                               label=f"gate baseline for {candidate.name}")
+    cand_eval = await evaluate(with_adapter(candidate.name), label=f"gate candidate {candidate.name}")
+    promoted, reason, comparison = decide(role, candidate.name, baseline, metric, margin, cand_eval, base_eval)
+    result = GateResult(role, candidate.name, baseline, metric, margin, promoted, reason, comparison,
+                        cand_eval, base_eval)
     with engine.begin() as conn:
         conn.execute(Evaluation.__table__.insert().values(
             adapter_version_id=candidate.id, baseline_version_id=active.id if active else None,

@@ -1,39 +1,108 @@
-"""Held-out evaluation with a memory of what was already measured.
+"""Held-out evaluation, remembered in the store so nothing is played twice.
 
-A retrain round evaluates the same policies several times: the report's "before" is the
-actor gate's baseline, and once the actor's candidate is promoted, its evaluation is the
-critic gate's baseline. On 2 CPU cores one evaluation takes minutes, so the evaluator keeps
-each result under the exact policies that produced it (backend, adapter and decoding of
-every seat) and plays a configuration only once. The tasks, seeds and game options are fixed
-per evaluator, which is what makes the figures comparable across rounds.
+A retrain round evaluates the same policies several times (the report's "before" is the
+actor gate's baseline; once the actor's candidate is promoted, its evaluation is the critic
+gate's baseline), and ``sparring eval`` may be asked the same question again. On 2 CPU cores
+one evaluation takes minutes, so an evaluation is keyed by everything that decides its
+outcome: the game, each seat's backend, model, adapter and decoding (always greedy), a
+digest of the tasks (ids, questions and answers), the seed and the game options. Before
+playing, the evaluator looks for a finished run of the same key with no failed episode, in
+this process's memory and then in the store, and reuses its figures.
+
+Each evaluation is a run of its own. Its ``config`` is ``{"purpose": label, "evaluation":
+key, "eval_key": digest of key}``; when it finishes, its ``summary`` is exactly::
+
+    {"metrics": {name: Estimate.to_dict()},   # {"value", "n", "low", "high"}
+     "policies": {seat: "actor@v1" | "base" | "scripted:calculator" | "openai:MODEL" | "verifier"},
+     "label": label,                          # what the evaluation was for
+     "tasks": n}                              # how many tasks it played
+
+``sparring report`` and the retrain plots read these summaries. Per-task outcomes are not
+stored there: they are recomputed from the run's episodes (``evaluation.metrics``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field, replace
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
-from evaluation.metrics import run_metrics
+from evaluation.metrics import run_estimates
+from evaluation.stats import Estimate
 from graphs.context import GameOptions
 from graphs.games import GameSpec
 from graphs.policies.policy import Policy
 from graphs.runner import play
 from graphs.tasks.base import Task
+from storage.models import Episode, Run
 from storage.recorder import Recorder
 from storage.records import RunRecord
-
 
 PhaseProgress = Callable[[str, int, int | None], None]
 """Reports ``(phase, done, total)`` as long work advances; the CLI draws one bar per phase."""
 
 
+@dataclass(frozen=True)
+class EvaluationResult:
+    metrics: dict[str, Estimate]
+    per_task: dict[str, dict[str, float]]
+    """metric name -> task id -> the task's outcome, for paired comparisons"""
+    run_id: str
+    label: str
+    """the label of the run that played it (an earlier one's when reused)"""
+    episodes: int
+    failed: int
+    reused: bool = False
+
+
+def policy_label(policy: Policy | None) -> str:
+    """How a seat's policy is named in an evaluation summary."""
+    if policy is None:
+        return "verifier"
+    if policy.adapter:
+        return policy.adapter
+    backend = policy.backend
+    if backend.name == "scripted":
+        return backend.model_name
+    if backend.name == "openai" and not getattr(backend, "vllm", False):
+        return f"openai:{backend.model_name}"
+    return "base"
+
+
+def tasks_digest(tasks: list[Task]) -> str:
+    """A digest of the tasks' ids, questions and answers, in order."""
+    text = json.dumps([[t.id, t.question, t.answer] for t in tasks], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def evaluation_key(game: GameSpec, policies: Mapping[str, Policy], tasks: list[Task], seed: int,
+                   options: GameOptions) -> dict[str, Any]:
+    seats = {
+        seat: {"backend": p.backend.name, "model": p.backend.model_name, "adapter": p.adapter,
+               "decoding": {"temperature": p.sampling.temperature, "top_p": p.sampling.top_p,
+                            "max_new_tokens": p.sampling.max_new_tokens, "stop": list(p.sampling.stop)}}
+        for seat, p in sorted(policies.items())
+    }
+    return {"game": game.name, "seats": seats, "tasks": tasks_digest(tasks), "n_tasks": len(tasks), "seed": seed,
+            "options": asdict(options)}
+
+
+def digest(key: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def greedy(policies: Mapping[str, Policy]) -> dict[str, Policy]:
+    return {seat: replace(p, sampling=replace(p.sampling, temperature=0.0)) for seat, p in policies.items()}
+
+
 @dataclass
 class Evaluator:
     """Plays ``tasks`` greedily with given policies (logged as their own run) and returns the
-    run's metrics; the same policies twice cost one evaluation."""
+    run's metrics; the same policies twice cost one evaluation, across processes too."""
 
     engine: Engine
     game: GameSpec
@@ -43,17 +112,32 @@ class Evaluator:
     concurrency: int = 16
     say: Callable[[str], None] = lambda message: None
     progress: PhaseProgress = lambda phase, done, total: None
-    _memory: dict[Hashable, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _memory: dict[str, EvaluationResult] = field(default_factory=dict, repr=False)
 
-    async def __call__(self, policies: Mapping[str, Policy], *, label: str) -> dict[str, Any]:
-        greedy = {seat: replace(p, sampling=replace(p.sampling, temperature=0.0)) for seat, p in policies.items()}
-        key = _key(greedy)
-        if key in self._memory:
-            self.say(f"{label}: same policies as {self._memory[key]['label']!r}, reusing its figures")
-            return self._memory[key]
-        self.say(f"{label}: playing {len(self.tasks)} held-out tasks")
-        run, done = RunRecord.new(self.game.name, {"purpose": label}, self.seed), 0
-        run_id = run.id
+    def key(self, policies: Mapping[str, Policy]) -> dict[str, Any]:
+        return evaluation_key(self.game, greedy(policies), self.tasks, self.seed, self.options)
+
+    def remembered(self, policies: Mapping[str, Policy]) -> EvaluationResult | None:
+        """An earlier evaluation of the same key with no failed episode, if there is one."""
+        key_digest = digest(self.key(policies))
+        if key_digest in self._memory:
+            return self._memory[key_digest]
+        found = _stored_run(self.engine, key_digest)
+        if found is not None:
+            self._memory[key_digest] = found
+        return found
+
+    async def __call__(self, policies: Mapping[str, Policy], *, label: str) -> EvaluationResult:
+        played = greedy(policies)
+        earlier = self.remembered(played)
+        if earlier is not None:
+            self.say(f"{label}: same policies, tasks and settings as {earlier.label!r} "
+                     f"(run {earlier.run_id[:12]}), reusing its figures")
+            return replace(earlier, reused=True)
+        key = self.key(played)
+        self.say(f"{label}: playing {len(self.tasks)} tasks")
+        run = RunRecord.new(self.game.name, {"purpose": label, "evaluation": key, "eval_key": digest(key)}, self.seed)
+        done = 0
 
         def advance(_episode: object) -> None:
             nonlocal done
@@ -63,19 +147,45 @@ class Evaluator:
         self.progress(label, 0, len(self.tasks))
         with Recorder(self.engine) as recorder:
             recorder.start_run(run)
-            report = await play(self.game, self.tasks, greedy, recorder, concurrency=self.concurrency, seed=self.seed,
-                                options=self.options, run_id=run_id, on_episode=advance)
-            recorder.finish_run(run_id, "finished", {"purpose": label})
-        metrics = {**run_metrics(self.engine, run_id), "run_id": run_id, "label": label,
-                   "episodes": len(report.episodes),
-                   "failed": sum(e.status != "succeeded" for e in report.episodes)}
-        if not metrics["failed"]:  # a run with failed episodes is not worth reusing
-            self._memory[key] = metrics
-        return metrics
+            try:
+                report = await play(self.game, self.tasks, played, recorder, concurrency=self.concurrency,
+                                    seed=self.seed, options=self.options, run_id=run.id, on_episode=advance)
+            except BaseException as exc:  # the run is never reused: only finished runs are
+                status = "failed" if isinstance(exc, Exception) else "interrupted"
+                recorder.abort_running(run.id, f"evaluation {label!r} stopped: {status}")
+                recorder.finish_run(run.id, status, {"label": label})
+                raise
+            recorder.flush()
+            measured = run_estimates(self.engine, run.id)
+            labels = {s.name: policy_label(played.get(s.name)) for s in self.game.seats}
+            recorder.finish_run(run.id, "finished", summary(measured.metrics, labels, label, len(self.tasks)))
+        result = EvaluationResult(measured.metrics, measured.per_task, run.id, label, len(report.episodes),
+                                  sum(e.status != "succeeded" for e in report.episodes))
+        if not result.failed:  # a run with failed episodes is not worth reusing
+            self._memory[digest(key)] = result
+        return result
 
 
-def _key(policies: Mapping[str, Policy]) -> Hashable:
-    return tuple(sorted(
-        (seat, id(p.backend), p.adapter, p.sampling.max_new_tokens, p.sampling.top_p, p.sampling.stop)
-        for seat, p in policies.items()
-    ))
+def summary(metrics: Mapping[str, Estimate], policies: Mapping[str, str], label: str, tasks: int) -> dict[str, Any]:
+    """An evaluation run's summary, in the shape the module docstring documents."""
+    return {"metrics": {name: e.to_dict() for name, e in metrics.items()}, "policies": dict(policies),
+            "label": label, "tasks": tasks}
+
+
+def _stored_run(engine: Engine, key_digest: str) -> EvaluationResult | None:
+    """The newest finished evaluation run of this key whose episodes all succeeded."""
+    with engine.connect() as conn:
+        runs = conn.execute(
+            select(Run.id, Run.summary)
+            .where(Run.status == "finished", Run.config["eval_key"].as_string() == key_digest)
+            .order_by(Run.started_at.desc())
+        ).all()
+        for run_id, stored in runs:
+            counts = dict(conn.execute(
+                select(Episode.status, func.count()).where(Episode.run_id == run_id).group_by(Episode.status)
+            ).all())
+            if set(counts) == {"succeeded"} and stored and counts["succeeded"] == stored.get("tasks"):
+                measured = run_estimates(engine, run_id)
+                return EvaluationResult(measured.metrics, measured.per_task, run_id, stored.get("label", ""),
+                                        counts["succeeded"], 0)
+    return None

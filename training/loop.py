@@ -198,7 +198,7 @@ async def _train_and_gate(
         gate = await gate_and_deploy(engine, job.adapter, backend, live, evaluate, margin=config.margin)
         outcome.gate = gate.figures()
         outcome.status = "promoted" if gate.promoted else "rejected"
-        outcome.detail = f"{gate.metric} {gate.candidate_value:.3f} vs {gate.baseline} {gate.baseline_value:.3f}"
+        outcome.detail = gate.reason
     except DatasetError as exc:
         outcome.status, outcome.detail = "skipped", str(exc)
     except Exception as exc:  # a failed role is recorded; the loop goes on with the active adapters

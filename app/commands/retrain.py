@@ -136,7 +136,7 @@ def retrain(
             outcomes = []
             with progress:
                 if report:
-                    figures["before"] = await measure(live(), label="before: held-out evaluation")
+                    figures["before"] = (await measure(live(), label="before: held-out evaluation")).metrics
                 for index in range(1, total_rounds + 1):
                     outcomes.append(await retrain_round(
                         engine, spec, factory.model_backend(), live, evaluate, config,
@@ -145,7 +145,7 @@ def retrain(
                         options=options, say=say, progress=bars,
                     ))
                     if report:
-                        figures[f"round {index}"] = await measure(live(), label=f"after round {index}")
+                        figures[f"round {index}"] = (await measure(live(), label=f"after round {index}")).metrics
             return outcomes, figures
         finally:
             await factory.aclose()
@@ -172,7 +172,7 @@ def retrain(
     columns = ["round", "episodes", "role", "status", "rows", "candidate", "detail", "seconds"]
     emit(rows, fmt, columns=columns, title="retrain rounds", console=out)
     if figures:
-        table = [{"metric": m, **{stage: f.get(m) for stage, f in figures.items()}}
+        table = [{"metric": m, **{stage: f[m].format() if m in f else None for stage, f in figures.items()}}
                  for m in REPORT_METRICS if m in figures["before"]]
         emit(table, fmt, columns=["metric", *figures], console=out,
              title=f"held-out {spec.name}: {len(reported)} tasks, greedy, {turns} turns")
