@@ -81,7 +81,7 @@ def play(
 
     * `sparring play math-reflection --episodes 32 --concurrency 16 --turns 3`
     * `sparring play debate -n 8 --rounds 2 --seat debater_b=scripted:stubborn`
-    * `sparring play math-reflection --tasks ../shared/data/gsm8k_test.jsonl -n 100 --temperature 0`
+    * `sparring play math-reflection --tasks examples/gsm8k_sample.jsonl -n 20 --temperature 0`
     * `sparring play math-reflection -n 1024 -c 32 --workers 4`  (4 processes, one store)
     """
     from graphs.context import GameOptions
