@@ -168,3 +168,15 @@ def test_datasets_build_never_trains_on_scripted_turns(db):
     built = invoke("datasets", "build", "kto", "--role", "actor", "--since", "all")
     assert built.exit_code == 2
     assert "0 model turns of actor read" in words(built) and "scripted bot's turns are never" in words(built)
+
+
+def test_play_fails_when_no_episode_succeeded_and_says_why(db, monkeypatch):
+    monkeypatch.setenv("SPARRING_REQUEST_RETRIES", "0")
+    monkeypatch.setenv("SPARRING_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens: refused at once
+    result = invoke("play", "math-reflection", "-n", "2", "--seat", "actor=scripted:calculator",
+                    "--seat", "critic=openai:gpt-4o-mini")
+    assert result.exit_code == 1
+    text = words(result)
+    assert "no episode succeeded (2 of 2 did not)" in text and "critic turn 1" in text and "could not connect" in text
+    assert "SPARRING_OPENAI_API_KEY" in text and "SPARRING_OPENAI_BASE_URL (http://127.0.0.1:9/v1)" in text
+    assert "`sparring vllm` serves only 'model' seats" in text

@@ -272,14 +272,14 @@ def test_seat_defaults_from_settings_come_before_cli_seats(monkeypatch):
         parse_seat_specs(game, ["critic=openai:"], {})
 
 
-def _play(tmp_path, monkeypatch, url: str, *args: str) -> list:
+def _play(tmp_path, monkeypatch, url: str, *args: str, exit_code: int = 0) -> list:
     monkeypatch.setenv("SPARRING_DATABASE_URL", f"sqlite:///{tmp_path / 'play.db'}")
     monkeypatch.setenv("SPARRING_BACKEND", "vllm")
     monkeypatch.setenv("SPARRING_VLLM_URL", url)
     monkeypatch.setenv("SPARRING_REQUEST_RETRIES", "1")
     result = CliRunner().invoke(app, ["play", "math-reflection", "--turns", "1", "-c", "1", "--format", "json",
                                       "--seat", "critic=scripted:always-correct", *args])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     engine = open_store(f"sqlite:///{tmp_path / 'play.db'}")
     with engine.connect() as conn:
         return conn.execute(
@@ -290,7 +290,7 @@ def _play(tmp_path, monkeypatch, url: str, *args: str) -> list:
 
 
 def test_server_down_marks_every_episode_failed_with_the_cause(tmp_path, monkeypatch):
-    episodes = _play(tmp_path, monkeypatch, f"http://127.0.0.1:{free_port()}/v1", "-n", "3")
+    episodes = _play(tmp_path, monkeypatch, f"http://127.0.0.1:{free_port()}/v1", "-n", "3", exit_code=1)
     assert len(episodes) == 3 and {e.status for e in episodes} == {"failed"}
     assert all("could not connect" in e.error and "actor" in e.error_stage for e in episodes), episodes
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from app.playing import PlayJob
+    from app.settings import Settings
     from graphs.tasks.base import Task
 
 
@@ -145,12 +148,15 @@ def play(
             code=1,
         )
     failure = _first_failure(engine, summary["run_id"])
-    if failure and fmt == Format.table:
-        bad = summary["episodes"] - summary["succeeded"]
-        err.print(
-            f"[yellow]{bad} episode(s) did not succeed[/]; first: {failure}  "
-            f"(see `sparring episodes list --run {summary['run_id']} --status failed`)"
-        )
+    if failure is None:
+        return
+    bad = summary["episodes"] - summary["succeeded"]
+    first = f"{failure.text}{_hint(failure.seat, seat_specs.get(failure.seat or ''), settings)}"
+    see = f"see `sparring episodes list --run {summary['run_id']} --status failed`"
+    if summary["succeeded"] == 0:
+        fail(f"no episode succeeded ({bad} of {summary['episodes']} did not); the first failure: {first} ({see})", 1)
+    if fmt == Format.table:
+        err.print(f"[yellow]{bad} episode(s) did not succeed[/]; first: {first}  ({see})")
 
 
 class _Bar:
@@ -255,16 +261,39 @@ def _play_in_workers(
     return summary
 
 
-def _first_failure(engine: Engine, run_id: str) -> str | None:
-    """"ID at STAGE: ERROR" of the run's first episode that failed or timed out."""
+@dataclass(frozen=True)
+class _Failure:
+    text: str
+    """ID at STAGE: ERROR"""
+    seat: str | None
+    """the seat whose turn failed, when a turn did"""
+
+
+def _first_failure(engine: Engine, run_id: str) -> _Failure | None:
+    """The run's first episode that failed or timed out."""
     from storage.queries import EpisodeFilter, get_episode, list_episodes
 
     for status in ("failed", "timeout"):
         page = list_episodes(engine, EpisodeFilter(run_id=run_id, status=status), sort="started_at", limit=1)
         if page.items:
             episode = get_episode(engine, page.items[0]["id"])
-            return f"{episode['id'][:12]} at {episode['error_stage']}: {episode['error']}"
+            stage = episode["error_stage"] or ""
+            seat, turn, _ = stage.rpartition(" turn ")  # stages of turns read "SEAT turn N"
+            return _Failure(f"{episode['id'][:12]} at {stage or '?'}: {episode['error']}", seat if turn else None)
     return None
+
+
+def _hint(seat: str | None, spec: str | None, settings: Settings) -> str:
+    """What to check when a seat's turn failed, for seats whose error cannot know it: an
+    ``openai:`` seat calls the hosted API of the settings, which no vLLM server fixes."""
+    if not spec or not spec.startswith("openai:"):
+        return ""
+    key = "set" if settings.openai_api_key or os.environ.get("OPENAI_API_KEY") else "not set"
+    return (
+        f". The {seat} seat plays {spec}, a model of the OpenAI-compatible API at SPARRING_OPENAI_BASE_URL "
+        f"({settings.openai_base_url}): check that URL and the key, SPARRING_OPENAI_API_KEY or OPENAI_API_KEY "
+        f"({key}); `sparring vllm` serves only 'model' seats"
+    )
 
 
 def _print_summary(summary: dict[str, Any], fmt: Format) -> None:
