@@ -1,14 +1,49 @@
-"""`sparring settings`: the effective settings."""
+"""`sparring settings`: the effective settings, secrets masked."""
 
 from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import SecretStr
 
 from app.commands.common import FormatOption, settings_or_exit
 from app.output import Format, emit
 from app.settings import Settings
 
+MASK = "****"
+
+
+def mask_url(url: str) -> str:
+    """``scheme://user:****@host/...``: a URL with its password (and any key or token in its
+    query) masked; other text unchanged."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, sep, _password = userinfo.partition(":")
+        netloc = f"{user}{':' + MASK if sep else ''}@{host}"
+    query = "&".join(
+        f"{key}={MASK}" if sep and any(word in key.lower() for word in ("key", "token", "password", "secret")) else item
+        for item in parts.query.split("&") if item
+        for key, sep, _ in [item.partition("=")]
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def shown(value: Any) -> str:
+    """A setting's value as `sparring settings` prints it: secrets masked (set or not is shown)."""
+    if isinstance(value, SecretStr):
+        return MASK if value.get_secret_value() else ""
+    if isinstance(value, str) and "://" in value:
+        return mask_url(value)
+    return str(value)
+
 
 def settings(fmt: FormatOption = Format.table) -> None:
-    """Show the effective settings and where each can be changed.
+    """Show the effective settings and where each can be changed (passwords and keys masked).
 
     Example: `SPARRING_DEVICE=cuda sparring settings`
     """
@@ -16,10 +51,10 @@ def settings(fmt: FormatOption = Format.table) -> None:
     rows = [
         {
             "setting": name,
-            "value": str(getattr(current, name)),
+            "value": shown(getattr(current, name)),
             "env": f"SPARRING_{name.upper()}",
             "help": field.description,
         }
         for name, field in Settings.model_fields.items()
     ]
-    emit(rows, fmt, title="settings")
+    emit(rows, fmt, columns=["env", "value", "help"], title="settings")
