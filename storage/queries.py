@@ -212,16 +212,24 @@ def get_episode(engine: Engine, id_or_prefix: str) -> dict[str, Any]:
         return _with_children(conn, [episode])[0]
 
 
-def _resolve_id(conn: Connection, id_or_prefix: str) -> str:
-    if conn.execute(select(_E.c.id).where(_E.c.id == id_or_prefix)).first() is not None:
+def resolve_run_id(engine: Engine, id_or_prefix: str) -> str:
+    """The id of the run whose id is or (alone) starts with ``id_or_prefix``; KeyError otherwise."""
+    if not id_or_prefix:
+        raise KeyError("give a run id, or the first characters of one")
+    with engine.connect() as conn:
+        return _resolve_id(conn, id_or_prefix, _RUNS.c.id, "run")
+
+
+def _resolve_id(conn: Connection, id_or_prefix: str, column: Any = _E.c.id, noun: str = "episode") -> str:
+    if conn.execute(select(column).where(column == id_or_prefix)).first() is not None:
         return id_or_prefix
-    starts = _E.c.id.startswith(id_or_prefix, autoescape=True)
-    matches = conn.scalars(select(_E.c.id).where(starts).order_by(_E.c.id).limit(6)).all()
+    starts = column.startswith(id_or_prefix, autoescape=True)
+    matches = conn.scalars(select(column).where(starts).order_by(column).limit(6)).all()
     if not matches:
-        raise KeyError(f"no episode id is or starts with {id_or_prefix!r}")
+        raise KeyError(f"no {noun} id is or starts with {id_or_prefix!r}")
     if len(matches) > 1:
         shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise KeyError(f"{id_or_prefix!r} is the start of several episode ids ({shown}); give more characters")
+        raise KeyError(f"{id_or_prefix!r} is the start of several {noun} ids ({shown}); give more characters")
     return matches[0]
 
 

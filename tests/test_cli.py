@@ -180,3 +180,23 @@ def test_play_fails_when_no_episode_succeeded_and_says_why(db, monkeypatch):
     assert "no episode succeeded (2 of 2 did not)" in text and "critic turn 1" in text and "could not connect" in text
     assert "SPARRING_OPENAI_API_KEY" in text and "SPARRING_OPENAI_BASE_URL (http://127.0.0.1:9/v1)" in text
     assert "`sparring vllm` serves only 'model' seats" in text
+
+
+def test_episodes_list_checks_its_filters_and_takes_run_prefixes(db, tmp_path):
+    played = invoke("play", "math-reflection", "-n", "2", "--turns", "1", "--format", "json", *SCRIPTED)
+    run_id = json.loads(played.stdout.strip().splitlines()[-1])[0]["run_id"]
+    misspelt = {
+        ("--status", "succeded"): "statuses: running, succeeded, failed, timeout",
+        ("--seat", "critc"): "seats: actor, critic, judge, debater_a, debater_b",
+        ("--game", "chess"): "games: math-reflection, debate",
+        ("--run", "0" * 32): "no run id is or starts with",
+    }
+    for args, valid in misspelt.items():
+        for command in (("episodes", "list"), ("export", str(tmp_path / "x.jsonl"))):
+            result = invoke(*command, *args)
+            assert result.exit_code == 2 and valid in words(result), (command, args, result.output)
+    game_seats = invoke("episodes", "list", "--game", "debate", "--seat", "critic")
+    assert game_seats.exit_code == 2 and "no such seat in debate; seats: debater_a, debater_b, judge" in words(game_seats)
+    by_prefix = json.loads(invoke("episodes", "list", "--run", run_id[:8], "--format", "json").stdout)
+    assert len(by_prefix) == 2
+    assert json.loads(invoke("episodes", "list", "--run", run_id, "--format", "json").stdout) == by_prefix

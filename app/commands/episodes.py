@@ -14,6 +14,30 @@ from app.output import Format, emit
 episodes_app = typer.Typer(help="Query logged episodes.", no_args_is_help=True)
 
 
+def _filter(engine, *, game: str | None, status: str | None, seat: str | None, run: str | None, **rest):
+    """The EpisodeFilter of the options, each checked: a game, status or seat that does not
+    exist would match nothing, silently, so it is an error that lists the valid values; a run
+    is given by its id or a unique start of it."""
+    from graphs.games import game_registry
+    from storage.queries import EpisodeFilter, resolve_run_id
+    from storage.records import EpisodeStatus
+
+    games = game_registry()
+    if game is not None and game not in games:
+        fail(f"--game {game!r}: no such game; games: {', '.join(games)}")
+    statuses = [s.value for s in EpisodeStatus]
+    if status is not None and status not in statuses:
+        fail(f"--status {status!r}: no such status; statuses: {', '.join(statuses)}")
+    seats = list(dict.fromkeys(s.name for g in games.values() if game in (None, g.name) for s in g.seats))
+    if seat is not None and seat not in seats:
+        fail(f"--seat {seat!r}: no such seat{f' in {game}' if game else ''}; seats: {', '.join(seats)}")
+    try:
+        run_id = None if run is None else resolve_run_id(engine, run)
+    except KeyError as exc:
+        fail(f"--run: {exc.args[0]} (`sparring episodes list` shows runs' episodes; a play prints its run_id)")
+    return EpisodeFilter(game=game, status=status, seat=seat, run_id=run_id, **rest)
+
+
 def _parse_since(value: str | None) -> datetime | None:
     if value is None:
         return None
@@ -31,7 +55,7 @@ def episodes_list(
     policy: Annotated[
         str | None, typer.Option(help="Only episodes where a turn's policy/adapter contains this.")
     ] = None,
-    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only this run (its id or a unique start of it).")] = None,
     min_reward: Annotated[float | None, typer.Option(help="Reward at least this.")] = None,
     max_reward: Annotated[float | None, typer.Option(help="Reward at most this.")] = None,
     since: Annotated[str | None, typer.Option(help="Started at or after this ISO time.")] = None,
@@ -60,15 +84,16 @@ def episodes_list(
     * `sparring episodes list --seat critic --format jsonl > episodes.jsonl`
     * `sparring episodes list --game debate --no-count --after 3f2a9c0d4e5f...`
     """
-    from storage.queries import EpisodeFilter, list_episodes
+    from storage.queries import list_episodes
 
     engine = engine_or_exit(db)
-    flt = EpisodeFilter(
+    flt = _filter(
+        engine,
         game=game,
         status=status,
         seat=seat,
+        run=run,
         policy=policy,
-        run_id=run,
         min_reward=min_reward,
         max_reward=max_reward,
         since=_parse_since(since),
@@ -158,7 +183,7 @@ def export(
     game: Annotated[str | None, typer.Option(help="Only this game.")] = None,
     status: Annotated[str | None, typer.Option(help="Only this status.")] = None,
     seat: Annotated[str | None, typer.Option(help="Only episodes with a turn from this seat.")] = None,
-    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only this run (its id or a unique start of it).")] = None,
     since: Annotated[str | None, typer.Option(help="Started at or after this ISO time.")] = None,
     db: DbOption = None,
 ) -> None:
@@ -170,7 +195,6 @@ def export(
     * `sparring export episodes.jsonl --level episodes --status succeeded`
     """
     from storage.export import export as export_rows
-    from storage.queries import EpisodeFilter
 
     suffix = path.suffix.lower()
     if suffix not in (".jsonl", ".parquet"):
@@ -178,7 +202,7 @@ def export(
     if level not in ("episodes", "turns"):
         fail(f"--level {level!r}: use 'episodes' or 'turns'")
     engine = engine_or_exit(db)
-    flt = EpisodeFilter(game=game, status=status, seat=seat, run_id=run, since=_parse_since(since))
+    flt = _filter(engine, game=game, status=status, seat=seat, run=run, since=_parse_since(since))
     with err.status(f"exporting {level} to {path}…"):
         count = export_rows(engine, flt, path, fmt=suffix[1:], level=level)
     err.print(f"wrote {count} {level} to {path}")
