@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +25,8 @@ from graphs.policies.base import (
     SamplingParams,
     UnknownAdapterError,
 )
-from graphs.policies.inprocess import InProcessBackend, _nucleus_floor, _Sampler
+from graphs.policies.inprocess import InProcessBackend
+from graphs.policies.sampling import Sampler, nucleus_floor
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
 
@@ -166,7 +168,7 @@ P = torch.tensor([0.5, 0.25, 0.15, 0.07, 0.03])
 )
 def test_sampling_follows_the_tempered_nucleus_distribution(temperature, top_p, expected) -> None:
     n = 4000
-    sampler = _Sampler([SamplingParams(temperature, top_p, seed=i) for i in range(n)], torch.device("cpu"))
+    sampler = Sampler([SamplingParams(temperature, top_p, seed=i) for i in range(n)], torch.device("cpu"))
     tokens, logprobs = sampler(P.log().expand(n, -1))
     frequencies = torch.bincount(tokens, minlength=len(P)).float() / n
     assert frequencies.tolist() == pytest.approx(expected.tolist(), abs=0.03)
@@ -182,7 +184,7 @@ def test_nucleus_matches_a_full_sort(spread: float) -> None:
     ordered = probs.sort(dim=-1, descending=True).values
     expected_sizes = ((ordered.cumsum(dim=-1) - ordered) < top_p).sum(dim=-1)
     expected_sizes[0] = probs.shape[-1]
-    assert torch.equal((probs >= _nucleus_floor(probs, top_p)).sum(dim=-1), expected_sizes)
+    assert torch.equal((probs >= nucleus_floor(probs, top_p)).sum(dim=-1), expected_sizes)
 
 
 def test_eos_ends_a_completion_and_is_left_out(backend: InProcessBackend, model) -> None:
@@ -382,6 +384,171 @@ def test_a_failing_batch_fails_its_requests_and_the_worker_goes_on(backend, mode
 
 async def _gather_settled(backend: InProcessBackend, requests: list[GenerationRequest]) -> list[object]:
     return list(await asyncio.gather(*(backend.generate(r) for r in requests), return_exceptions=True))
+
+
+# ------------------------------------------------------------------------ continuous batching
+
+
+@pytest.fixture
+def joining(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerBase) -> Iterator[InProcessBackend]:
+    """A backend that lets every queued request join the running batch at the next step, on a
+    model slowed to 3 ms a forward pass so that requests surely arrive while a batch runs."""
+    hook = model.register_forward_pre_hook(lambda module, args: time.sleep(0.003))
+    backend = InProcessBackend(model, tokenizer, model_name="tiny", batch_wait_s=0.0, join_rows=1, join_wait_steps=0)
+    yield backend
+    asyncio.run(backend.aclose())
+    hook.remove()
+
+
+async def _once_running(backend: InProcessBackend, steps: int) -> None:
+    """Wait until the backend has run ``steps`` forward passes (a batch is running)."""
+    while backend.stats.decode_steps < steps:
+        await asyncio.sleep(0.001)
+
+
+def _staggered(backend: InProcessBackend, first: GenerationRequest, later: list[GenerationRequest]):
+    """Serve ``first`` alone, then send each of ``later`` two steps apart while it runs;
+    returns the results and the order in which they completed (0 is ``first``)."""
+    done: list[int] = []
+
+    async def go() -> list[GenerationResult]:
+        async def call(i: int, request: GenerationRequest) -> GenerationResult:
+            result = await backend.generate(request)
+            done.append(i)
+            return result
+
+        tasks = [asyncio.create_task(call(0, first))]
+        for i, request in enumerate(later, start=1):
+            await _once_running(backend, 2 * i)
+            tasks.append(asyncio.create_task(call(i, request)))
+        return list(await asyncio.gather(*tasks))
+
+    return asyncio.run(go()), done
+
+
+def test_requests_arriving_while_a_batch_runs_join_it_and_match_one_at_a_time(joining, backend) -> None:
+    long = GenerationRequest(PROMPTS[2], replace(GREEDY, max_new_tokens=60))
+    full = one(backend, PROMPTS[0], replace(GREEDY, max_new_tokens=20))
+    stop = full.text[len(full.text) // 2 : len(full.text) // 2 + 3]
+    later = [
+        GenerationRequest(PROMPTS[1], replace(GREEDY, max_new_tokens=5)),
+        GenerationRequest(PROMPTS[0], replace(GREEDY, max_new_tokens=20, stop=(stop,))),
+        GenerationRequest(PROMPTS[3], replace(GREEDY, max_new_tokens=9)),
+        GenerationRequest(PROMPTS[1], replace(GREEDY, max_new_tokens=14)),
+    ]
+    alone = [asyncio.run(backend.generate(r)) for r in [long, *later]]  # one request at a time
+    assert alone[0].finish_reason == "length" and alone[2].finish_reason == "stop"
+
+    results, done = _staggered(joining, long, later)
+
+    for got, expected in zip(results, alone, strict=True):
+        assert got.completion_token_ids == expected.completion_token_ids
+        assert (got.text, got.finish_reason) == (expected.text, expected.finish_reason)
+        assert got.prompt_token_ids == expected.prompt_token_ids
+        assert got.logprobs == pytest.approx(expected.logprobs, abs=1e-4)
+    assert done[-1] == 0  # every later request joined the running batch and was answered before it ended
+    stats = joining.stats
+    assert stats.batches == 5  # one batch started, four joins
+    assert stats.decode_steps == 60 + 4  # the long row's 60 passes, plus one prefill per joining request
+    assert stats.mean_rows_per_step > 1.5
+
+
+def test_a_finished_row_is_refilled_at_the_next_step(model, tokenizer) -> None:
+    backend = InProcessBackend(
+        model, tokenizer, model_name="tiny", max_batch_size=2, batch_wait_s=0.05, join_rows=1, join_wait_steps=0
+    )
+    sizes = [30, 3, 6, 4]
+    try:
+        results = together(backend, [GenerationRequest(PROMPTS[i], replace(GREEDY, max_new_tokens=n))
+                                     for i, n in enumerate(sizes)])
+        stats = backend.stats
+    finally:
+        asyncio.run(backend.aclose())
+    assert [len(r.completion_token_ids) for r in results] == sizes
+    # Two rows at a time: the 30-token row runs throughout; the other three take the second
+    # row in turn (3 + 6 + 4 tokens), each joining as soon as the one before it finished.
+    assert stats.decode_steps == 30 + 2
+    assert stats.row_steps <= 2 * stats.decode_steps
+
+
+def test_a_joining_request_for_another_adapter_turns_the_batch_mixed(joining, tokenizer, adapter_dirs) -> None:
+    asyncio.run(joining.load_adapter("a", str(adapter_dirs["a"])))
+    asyncio.run(joining.load_adapter("b", str(adapter_dirs["b"])))
+    first = GenerationRequest(PROMPTS[2], replace(GREEDY, max_new_tokens=30), "a")  # starts alone: merged
+    later = [GenerationRequest(PROMPTS[1], GREEDY, "b"), GenerationRequest(PROMPTS[0], GREEDY, None),
+             GenerationRequest(PROMPTS[3], GREEDY, "a")]
+    results, done = _staggered(joining, first, later)
+    assert done[-1] == 0
+    for request, result in zip([first, *later], results, strict=True):
+        assert result.served_by == (request.adapter or "tiny")
+        expected = reference_generate(
+            tokenizer, adapter_dirs, request.adapter, result.prompt_token_ids, request.sampling.max_new_tokens
+        )
+        assert result.completion_token_ids == expected, request.adapter
+
+
+def test_a_cancelled_request_leaves_the_running_batch(joining) -> None:
+    async def go() -> tuple[GenerationResult, float]:
+        long = replace(GREEDY, max_new_tokens=40)
+        kept = asyncio.create_task(joining.generate(GenerationRequest(PROMPTS[2], long)))
+        dropped = asyncio.create_task(joining.generate(GenerationRequest(PROMPTS[1], long)))
+        await _once_running(joining, 5)
+        dropped.cancel()
+        steps_at_cancel = joining.stats.decode_steps
+        return await kept, steps_at_cancel
+
+    result, steps_at_cancel = asyncio.run(go())
+    assert len(result.completion_token_ids) == 40
+    stats = joining.stats
+    assert stats.requests == 1 and stats.generated_tokens == 40
+    # Both rows ran until the cancel (within a step or two), then only the kept one.
+    assert stats.row_steps <= 2 * (steps_at_cancel + 2) + (stats.decode_steps - steps_at_cancel)
+
+
+def test_no_request_queued_after_an_unload_joins_the_batch_running_before_it(joining, adapter_dirs) -> None:
+    asyncio.run(joining.load_adapter("a", str(adapter_dirs["a"])))
+
+    async def go() -> list[object]:
+        first = GenerationRequest(PROMPTS[2], replace(GREEDY, max_new_tokens=30), "a")
+        running = asyncio.create_task(joining.generate(first))
+        await _once_running(joining, joining.stats.decode_steps + 3)
+        unload = asyncio.create_task(joining.unload_adapter("a"))
+        await asyncio.sleep(0)  # the unload is queued first
+        late = asyncio.create_task(joining.generate(GenerationRequest(PROMPTS[0], GREEDY, "a")))
+        return list(await asyncio.gather(running, unload, late, return_exceptions=True))
+
+    served, unloaded, late = asyncio.run(go())
+    assert isinstance(served, GenerationResult) and served.served_by == "a"
+    assert len(served.completion_token_ids) == 30
+    assert unloaded is None
+    assert isinstance(late, UnknownAdapterError)  # it waited behind the unload, then found no adapter
+
+
+def test_a_failing_join_fails_only_the_joining_requests(joining, model, backend) -> None:
+    long = GenerationRequest(PROMPTS[2], replace(GREEDY, max_new_tokens=40))
+    expected = asyncio.run(backend.generate(long))
+    broken = {"on": False}
+
+    def explode(module, args, kwargs):
+        if broken["on"] and kwargs["input_ids"].shape[1] > 1:  # a prefill, not a decode step
+            raise RuntimeError("simulated prefill failure")
+
+    hook = model.register_forward_pre_hook(explode, with_kwargs=True)
+
+    async def go() -> list[object]:
+        running = asyncio.create_task(joining.generate(long))
+        await _once_running(joining, 3)
+        broken["on"] = True
+        joiner = asyncio.create_task(joining.generate(GenerationRequest(PROMPTS[1], GREEDY)))
+        return list(await asyncio.gather(running, joiner, return_exceptions=True))
+
+    try:
+        survivor, failed = asyncio.run(go())
+    finally:
+        hook.remove()
+    assert isinstance(failed, BackendError) and "simulated prefill failure" in str(failed)
+    assert isinstance(survivor, GenerationResult)
+    assert survivor.completion_token_ids == expected.completion_token_ids
 
 
 def test_closed_backend_refuses_requests(backend) -> None:

@@ -1,18 +1,21 @@
-"""The in-process backend: transformers + PEFT in this process, with request batching.
+"""The in-process backend: transformers + PEFT in this process, with continuous batching.
 
 Many running episodes await ``generate`` at once. Their requests go into a queue; one worker
-thread takes up to ``max_batch_size`` of them (waiting at most ``batch_wait_s`` for more to
-arrive) and decodes them together, so the event loop is never blocked by torch. Results go
+thread decodes them together, so the event loop is never blocked by torch. Requests that
+arrive while a batch runs join it between two decode steps (prefilled on their own, then
+merged into its KV cache: ``graphs.policies.decoding``), and every row is answered as soon as
+it finishes, so an episode's next turn can join the batch its previous turn left. Results go
 back to each caller's event loop through ``call_soon_threadsafe``.
 
 The decode loop is our own rather than ``model.generate`` because every row of a batch has its
 own sampling parameters (temperature, top-p, seed, stop strings, length) and its own LoRA
 adapter: requests for different adapters and for the base model share one forward pass
-through PEFT's mixed-adapter batches (``adapter_names=[...]``, ``"__base__"`` for the base);
-a batch of a single adapter (or of the base model alone) runs PEFT's plain, faster path.
+through PEFT's mixed-adapter batches, and a batch of a single adapter (or of the base model
+alone) runs PEFT's plain, faster path (``graphs.policies.adapter_switch``).
 
 Adapter loading and unloading run on the worker thread between batches, so they are
-serialised with generation: requests queued before an unload are served by the adapter.
+serialised with generation: requests queued before an unload are served by the adapter, and
+no request queued after a load or unload joins the batch running before it.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +43,16 @@ from graphs.policies.base import (
     SamplingParams,
     UnknownAdapterError,
 )
+from graphs.policies.adapter_switch import BASE_ADAPTER, AdapterSwitch
+from graphs.policies.decoding import CANCELLED, DecodeBatch, Endings, Forward, Row
 from graphs.policies.lora_merge import AdapterMerger
 from graphs.policies.models import load_model
 
-BASE_ADAPTER = "__base__"
-"""PEFT's name for "no adapter" in a mixed-adapter batch."""
-
 ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+
+JOIN_ROWS_DIVISOR = 8
+JOIN_WAIT_STEPS = 4
+"""Join policy defaults: see ``InProcessBackend.__init__``. MEASURED-BELOW"""
 
 COMPACT_FRACTION = 0.25
 """Finished rows leave the batch (and the KV cache) once they are at least this fraction of
@@ -61,14 +68,23 @@ class BackendStats:
 
     requests: int = 0
     batches: int = 0
+    """Prefill passes: a new batch, or requests joining a running one."""
     decode_steps: int = 0
     """Forward passes, prefill included."""
+    row_steps: int = 0
+    """Rows in each forward pass, summed (finished rows not yet dropped included)."""
     generated_tokens: int = 0
     """Completion tokens returned to callers (EOS tokens are not counted)."""
 
     @property
     def mean_batch_size(self) -> float:
+        """Requests per prefill."""
         return self.requests / self.batches if self.batches else 0.0
+
+    @property
+    def mean_rows_per_step(self) -> float:
+        """How full forward passes were, on average."""
+        return self.row_steps / self.decode_steps if self.decode_steps else 0.0
 
 
 @dataclass
@@ -86,26 +102,22 @@ class _Control:
     run: Callable[[], None]
     future: asyncio.Future[None]
     loop: asyncio.AbstractEventLoop
+    between_steps: bool = False
+    """It may also run between two decode steps of a running batch, which then waits for it
+    (a constrained choice: one forward pass of its own). It sets the model up for itself
+    with ``_adapters_for``. Otherwise it waits until no batch runs."""
 
 
 _STOP = object()
 
 
 @dataclass
-class _Row:
-    """Decoding state of one request inside a batch."""
+class _Running:
+    """The batch the worker is decoding, and the model set-up its rows need."""
 
-    pending: _Pending
-    prompt_ids: list[int]
-    ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    finish: str = ""
-    """"stop" or "length" once finished."""
-    stopped_by_string: bool = False
-
-    @property
-    def params(self) -> SamplingParams:
-        return self.pending.request.sampling
+    batch: DecodeBatch
+    switch: AdapterSwitch
+    endings: Endings
 
 
 class InProcessBackend:
@@ -126,9 +138,18 @@ class InProcessBackend:
         model_name: str,
         max_batch_size: int = 64,
         batch_wait_s: float = 0.005,
+        join_rows: int | None = None,
+        join_wait_steps: int = JOIN_WAIT_STEPS,
     ) -> None:
+        """``join_rows`` (default ``max_batch_size // JOIN_ROWS_DIVISOR``, at least 1) and
+        ``join_wait_steps``: queued requests join a running batch once that many of them can
+        (or all its free rows can be filled), or once the oldest has waited that many steps."""
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if join_rows is not None and join_rows < 1:
+            raise ValueError(f"join_rows must be >= 1, got {join_rows}")
+        if join_wait_steps < 0:
+            raise ValueError(f"join_wait_steps must be >= 0, got {join_wait_steps}")
         if tokenizer.pad_token_id is None:
             raise ValueError(
                 "the tokenizer needs a pad token (load it with graphs.policies.models.load_model)"
@@ -136,6 +157,8 @@ class InProcessBackend:
         self.model_name = model_name
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
+        self.join_rows = join_rows or max(1, max_batch_size // JOIN_ROWS_DIVISOR)
+        self.join_wait_steps = join_wait_steps
         self.stats = BackendStats()
         self._model: torch.nn.Module = model.eval()
         self._peft: PeftModelForCausalLM | None = None
@@ -146,6 +169,8 @@ class InProcessBackend:
         self._adapter_paths: dict[str, Path] = {}
         self._adapters_lock = threading.Lock()
         self._queue: queue.Queue[Any] = queue.Queue()
+        self._running: _Running | None = None
+        """The batch being decoded (worker thread only)."""
         self._closed = False
         self._thread = threading.Thread(target=self._work, name=f"inprocess-{model_name}", daemon=True)
         self._thread.start()
@@ -227,46 +252,102 @@ class InProcessBackend:
             f"loaded adapters: {loaded}. Load it first with load_adapter(name, path)."
         )
 
-    async def _control(self, run: Callable[[], None]) -> None:
+    async def _control(self, run: Callable[[], None], between_steps: bool = False) -> None:
         self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._queue.put(_Control(run, future, loop))
+        self._queue.put(_Control(run, future, loop, between_steps))
         await future
 
     def _fail_queued(self) -> None:
         while True:
             try:
-                item = self._queue.get_nowait()
+                self._fail_items([self._queue.get_nowait()])
             except queue.Empty:
                 return
+
+    def _fail_items(self, items: list[Any]) -> None:
+        for item in items:
             if isinstance(item, (_Pending, _Control)):
                 _deliver(item.loop, item.future, error=BackendError("the in-process backend was closed"))
 
     # ---------------------------------------------------------------------------- worker side
 
     def _work(self) -> None:
-        held: list[Any] = []  # items taken off the queue while gathering a batch, not run yet
+        waiting: deque[tuple[int, Any]] = deque()
+        """Items taken off the queue and not run yet, in order, with the decode step they were
+        taken at. A control or stop is a barrier: no request behind it joins a running batch."""
         while True:
-            item = held.pop(0) if held else self._queue.get()
+            running = self._running
+            if running is not None:
+                self._take_queued(waiting)
+                self._run_between_steps(running, waiting)
+                self._running = self._advance(running, self._admit(running, waiting))
+                continue
+            item = waiting.popleft()[1] if waiting else self._queue.get()
             if item is _STOP:
+                self._fail_items([i for _, i in waiting])
                 return
             if isinstance(item, _Control):
                 self._run_control(item)
                 continue
-            batch = [item]
-            deadline = time.monotonic() + self.batch_wait_s
-            while len(batch) < self.max_batch_size:
-                wait = deadline - time.monotonic()
-                try:
-                    more = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
-                except queue.Empty:
+            self._running = self._start(self._gather(item, waiting))
+
+    def _gather(self, first: _Pending, waiting: deque[tuple[int, Any]]) -> list[_Pending]:
+        """``first`` and the requests behind it, waiting up to ``batch_wait_s`` for more."""
+        batch = [first]
+        deadline = time.monotonic() + self.batch_wait_s
+        while len(batch) < self.max_batch_size:
+            if waiting:
+                if not isinstance(waiting[0][1], _Pending):
                     break
-                if not isinstance(more, _Pending):
-                    held.append(more)  # a control or stop runs after this batch, in order
-                    break
-                batch.append(more)
-            self._run_batch(batch)
+                batch.append(waiting.popleft()[1])
+                continue
+            wait = deadline - time.monotonic()
+            try:
+                more = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if not isinstance(more, _Pending):
+                waiting.append((self.stats.decode_steps, more))  # runs after this batch, in order
+                break
+            batch.append(more)
+        return batch
+
+    def _take_queued(self, waiting: deque[tuple[int, Any]]) -> None:
+        while True:
+            try:
+                waiting.append((self.stats.decode_steps, self._queue.get_nowait()))
+            except queue.Empty:
+                return
+
+    def _admit(self, running: _Running, waiting: deque[tuple[int, Any]]) -> list[_Pending]:
+        """The queued requests that join the running batch now (see ``join_rows``)."""
+        free = self.max_batch_size - len(running.batch.live)
+        if free <= 0 or not waiting or not running.batch.joinable:
+            return []
+        ready = 0
+        for _, item in waiting:
+            if not isinstance(item, _Pending) or ready == free:
+                break
+            ready += 1
+        waited = self.stats.decode_steps - waiting[0][0]
+        if ready == 0 or (ready < min(free, self.join_rows) and waited < self.join_wait_steps):
+            return []
+        return [waiting.popleft()[1] for _ in range(ready)]
+
+    def _run_between_steps(self, running: _Running, waiting: deque[tuple[int, Any]]) -> None:
+        """Run the controls that may run in a running batch, up to the first barrier. Each sets
+        the model up for itself, so the batch's set-up is released first (and made again
+        before the next step)."""
+        for entry in list(waiting):
+            item = entry[1]
+            if isinstance(item, _Control) and item.between_steps:
+                waiting.remove(entry)
+                running.switch.release()
+                self._run_control(item)
+            elif not isinstance(item, _Pending):
+                return
 
     def _run_control(self, item: _Control) -> None:
         try:
@@ -276,35 +357,19 @@ class InProcessBackend:
         else:
             _deliver(item.loop, item.future, value=None)
 
-    def _run_batch(self, batch: list[_Pending]) -> None:
-        rows: list[_Row] = []
-        for pending in batch:
-            if pending.future.cancelled():
+    def _rows(self, pending: list[_Pending]) -> list[Row]:
+        """Rows for the requests still awaited; a request that cannot be served fails alone."""
+        rows: list[Row] = []
+        for item in pending:
+            if item.future.cancelled():
                 continue
             try:
-                rows.append(self._prepare_row(pending))
+                rows.append(self._prepare_row(item))
             except BackendError as exc:
-                _deliver(pending.loop, pending.future, error=exc)
-        if not rows:
-            return
-        try:
-            with torch.inference_mode():
-                self.stats.decode_steps += self._decode(rows)
-        except Exception as exc:  # one bad batch fails its requests, never the worker
-            error = BackendError(
-                f"in-process generation failed for a batch of {len(rows)} request(s) on "
-                f"{self.model_name}: {type(exc).__name__}: {exc}"
-            )
-            for row in rows:
-                _deliver(row.pending.loop, row.pending.future, error=error)
-            return
-        self.stats.batches += 1
-        self.stats.requests += len(rows)
-        for row in rows:
-            self.stats.generated_tokens += len(row.ids)
-            _deliver(row.pending.loop, row.pending.future, value=self._result(row))
+                _deliver(item.loop, item.future, error=exc)
+        return rows
 
-    def _prepare_row(self, pending: _Pending) -> _Row:
+    def _prepare_row(self, pending: _Pending) -> Row:
         request = pending.request
         if request.adapter is not None:
             self._check_adapter(request.adapter)  # it may have been unloaded since it was queued
@@ -317,26 +382,150 @@ class InProcessBackend:
                 f"could not apply {self.model_name}'s chat template to the request's messages: {exc} "
                 f"(the backend serves chat requests: use a chat/instruct model)"
             ) from exc
-        return _Row(pending, list(encoded["input_ids"]))
+        return Row(request, list(encoded["input_ids"]), owner=pending)
 
-    def _result(self, row: _Row) -> GenerationResult:
+    def _result(self, row: Row) -> GenerationResult:
         text = self._tokenizer.decode(row.ids, skip_special_tokens=True)
         if row.stopped_by_string:
             cuts = [text.find(s) for s in row.params.stop if s in text]
             if cuts:
                 text = text[: min(cuts)]
-        adapter = row.pending.request.adapter
         return GenerationResult(
             text=text,
             prompt_token_ids=row.prompt_ids,
             completion_token_ids=row.ids,
             logprobs=row.logprobs,
             finish_reason=row.finish,
-            served_by=adapter or self.model_name,
-            latency_s=time.perf_counter() - row.pending.submitted,
+            served_by=row.adapter or self.model_name,
+            latency_s=time.perf_counter() - row.owner.submitted,
         )
 
     # ------------------------------------------------------------------------------- decoding
+
+    @torch.inference_mode()
+    def _start(self, pending: list[_Pending]) -> _Running | None:
+        """Prefill a new batch; None if nothing is left to decode."""
+        rows = self._rows(pending)
+        if not rows:
+            return None
+        switch = AdapterSwitch(self._peft, self._merger)
+        endings = Endings(self._tokenizer, self._eos_ids())
+        try:
+            batch = self._prefill(rows, switch, endings, {r.adapter for r in rows})
+        except Exception as exc:  # one bad batch fails its requests, never the worker
+            switch.release()
+            self._fail_rows(rows, exc)
+            return None
+        return self._settle(_Running(batch, switch, endings))
+
+    @torch.inference_mode()
+    def _advance(self, running: _Running, joining: list[_Pending]) -> _Running | None:
+        """Let ``joining`` join the running batch, then run one decode step."""
+        batch = running.batch
+        for row in batch.rows:
+            if not row.finish and row.owner.future.cancelled():
+                row.finish = CANCELLED  # the caller gave up: the row leaves at the next compaction
+        rows = self._rows(joining)
+        if rows:
+            if len(batch.live) < len(batch.rows):
+                batch.keep(batch.live)
+            adapters = {r.adapter for r in batch.rows + rows}
+            try:
+                joined = self._prefill(rows, running.switch, running.endings, adapters)
+            except Exception as exc:  # the joining requests fail; the running batch goes on
+                self._fail_rows(rows, exc)
+            else:
+                self._deliver_finished(joined.rows)
+                joined.keep(joined.live)
+                batch.merge(joined)
+        if not batch.live:
+            running.switch.release()
+            return None
+        try:
+            running.switch.prepare({r.adapter for r in batch.rows})  # a no-op unless they changed
+            batch.step(self._forward_for(running.switch), running.endings)
+        except Exception as exc:
+            running.switch.release()
+            self._fail_rows([r for r in batch.rows if not r.finish], exc)
+            return None
+        self.stats.decode_steps += 1
+        self.stats.row_steps += len(batch.rows)
+        return self._settle(running)
+
+    def _prefill(
+        self, rows: list[Row], switch: AdapterSwitch, endings: Endings, adapters: set[str | None]
+    ) -> DecodeBatch:
+        """Prefill ``rows`` as a batch of their own, with the model set up for ``adapters``
+        (theirs and those of the rows they join)."""
+        switch.prepare(adapters)
+        batch = DecodeBatch.prefill(
+            rows,
+            self._forward_for(switch),
+            DynamicCache(config=self._model.config),
+            endings,
+            self._tokenizer.pad_token_id,
+            self._model.device,
+        )
+        self.stats.batches += 1
+        self.stats.decode_steps += 1
+        self.stats.row_steps += len(rows)
+        return batch
+
+    def _settle(self, running: _Running) -> _Running | None:
+        """Deliver the rows that have just finished, drop finished rows once they are enough
+        of the batch (``COMPACT_FRACTION``); None when no row is left."""
+        batch = running.batch
+        self._deliver_finished(batch.rows)
+        live = batch.live
+        if not live:
+            running.switch.release()
+            return None
+        if len(batch.rows) - len(live) >= COMPACT_FRACTION * len(batch.rows):
+            batch.keep(live)
+        return running
+
+    def _deliver_finished(self, rows: list[Row]) -> None:
+        """Answer each finished row once, as soon as it finishes (its episode goes on at once)."""
+        for row in rows:
+            if row.finish and not row.delivered:
+                row.delivered = True
+                if row.finish == CANCELLED:
+                    continue
+                self.stats.requests += 1
+                self.stats.generated_tokens += len(row.ids)
+                _deliver(row.owner.loop, row.owner.future, value=self._result(row))
+
+    def _fail_rows(self, rows: list[Row], exc: Exception) -> None:
+        error = BackendError(
+            f"in-process generation failed for a batch of {len(rows)} request(s) on "
+            f"{self.model_name}: {type(exc).__name__}: {exc}"
+        )
+        for row in rows:
+            row.delivered = True
+            _deliver(row.owner.loop, row.owner.future, error=error)
+
+    def _forward_for(self, switch: AdapterSwitch) -> Forward:
+        def forward(
+            input_ids: torch.Tensor,
+            mask: torch.Tensor,
+            positions: torch.Tensor,
+            cache: DynamicCache,
+            rows: list[Row],
+        ) -> torch.Tensor:
+            names = switch.names([r.adapter for r in rows])
+            extra = {"adapter_names": names} if names is not None else {}
+            out = self._model(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+                **extra,
+            )
+            return out.logits[:, -1, :]
+
+        return forward
 
     def _eos_ids(self) -> set[int]:
         ids = {self._tokenizer.eos_token_id}
@@ -344,141 +533,6 @@ class InProcessBackend:
         ids.update(config_eos if isinstance(config_eos, list) else [config_eos])
         ids.discard(None)
         return ids  # type: ignore[return-value]
-
-    def _decode(self, rows: list[_Row]) -> int:
-        """Decode ``rows`` together until every one finishes; returns the forward passes run.
-
-        Prefill runs on the left-padded prompts; each step then feeds one token per row with
-        the KV cache, the attention mask grown by one column and positions counted from the
-        mask, so padding never shifts a row's positions.
-        """
-        device = self._model.device
-        eos_ids = self._eos_ids()
-        width = max(len(r.prompt_ids) for r in rows)
-        input_ids = torch.full((len(rows), width), self._tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, row in enumerate(rows):
-            input_ids[i, width - len(row.prompt_ids) :] = torch.tensor(row.prompt_ids)
-            mask[i, width - len(row.prompt_ids) :] = 1
-        input_ids, mask = input_ids.to(device), mask.to(device)
-        sampler = _Sampler([r.params for r in rows], device)
-        with self._adapters_for([r.pending.request.adapter for r in rows]) as adapter_names:
-            return self._decode_loop(rows, input_ids, mask, sampler, adapter_names, eos_ids)
-
-    @contextlib.contextmanager
-    def _adapters_for(self, adapters: list[str | None]) -> Iterator[list[str] | None]:
-        """Sets the model up for a batch whose rows ask for ``adapters`` (None: the base model)
-        and yields the per-row ``adapter_names`` to pass to each forward pass, or None.
-
-        A batch of one adapter runs with it active (on CPU merged into the base weights:
-        ``AdapterMerger``) and a batch of the base model alone with the adapters disabled;
-        only a mixed batch goes through PEFT's mixed-adapter forward, which re-indexes the
-        sub-batch of each adapter in every LoRA layer at every step (64 rows of one adapter,
-        bundled model, CPU: 108 tokens/s mixed, 134 single, unmerged).
-        """
-        if self._peft is None:
-            yield None
-            return
-        distinct = set(adapters)
-        mixed = len(distinct) > 1
-        only = None if mixed else next(iter(distinct))
-        if self._merger is not None and only is not None:
-            self._merger.merge(only)
-            yield None
-            return
-        if self._merger is not None:
-            self._merger.unmerge()
-        if mixed:
-            yield [a or BASE_ADAPTER for a in adapters]
-        elif only is None:
-            with self._peft.disable_adapter():
-                yield None
-        else:
-            if self._peft.active_adapter != only:
-                self._peft.set_adapter(only, inference_mode=True)
-            yield None
-
-    def _decode_loop(
-        self,
-        rows: list[_Row],
-        input_ids: torch.Tensor,
-        mask: torch.Tensor,
-        sampler: _Sampler,
-        adapter_names: list[str] | None,
-        eos_ids: set[int],
-    ) -> int:
-        device = input_ids.device
-        positions = (mask.cumsum(-1) - 1).clamp_(min=0)
-        lengths = mask.sum(-1)
-        cache = DynamicCache(config=self._model.config)
-        present = list(range(len(rows)))  # rows[present[j]] is row j of the tensors
-        steps = 0
-        while True:
-            logits = self._forward(input_ids, mask, positions, cache, adapter_names)
-            steps += 1
-            tokens, logprobs = sampler(logits)
-            for row, token, logprob in zip(
-                (rows[i] for i in present), tokens.tolist(), logprobs.tolist(), strict=True
-            ):
-                if not row.finish:
-                    self._advance(row, token, logprob, eos_ids)
-            alive = [j for j, i in enumerate(present) if not rows[i].finish]
-            if not alive:
-                return steps
-            if len(present) - len(alive) >= COMPACT_FRACTION * len(present):
-                keep = torch.tensor(alive, device=device)
-                cache.batch_select_indices(keep)
-                tokens, mask, lengths = tokens[keep], mask[keep], lengths[keep]
-                sampler.select(alive)
-                present = [present[j] for j in alive]
-                if adapter_names is not None:
-                    adapter_names = [adapter_names[j] for j in alive]
-            input_ids = tokens[:, None]
-            positions = lengths[:, None]
-            lengths = lengths + 1
-            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
-
-    def _forward(
-        self,
-        input_ids: torch.Tensor,
-        mask: torch.Tensor,
-        positions: torch.Tensor,
-        cache: DynamicCache,
-        adapter_names: list[str] | None,
-    ) -> torch.Tensor:
-        extra = {"adapter_names": adapter_names} if adapter_names is not None else {}
-        out = self._model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-            **extra,
-        )
-        return out.logits[:, -1, :]
-
-    def _advance(self, row: _Row, token: int, logprob: float, eos_ids: set[int]) -> None:
-        if token in eos_ids:
-            row.finish = "stop"
-            return
-        row.ids.append(token)
-        row.logprobs.append(logprob)
-        if row.params.stop and self._hits_stop(row):
-            row.finish = "stop"
-            row.stopped_by_string = True
-        elif len(row.ids) >= row.params.max_new_tokens:
-            row.finish = "length"
-
-    def _hits_stop(self, row: _Row) -> bool:
-        """Whether the newest token completed a stop string.
-
-        Only the tail is decoded: a stop string of n characters spans at most 4n tokens (a
-        character is at most 4 byte-level tokens), and it is checked after every token.
-        """
-        window = 4 * max(len(s) for s in row.params.stop) + 2
-        tail = self._tokenizer.decode(row.ids[-window:], skip_special_tokens=True)
-        return any(s in tail for s in row.params.stop)
 
     # -------------------------------------------------------------------------------- adapters
 
@@ -531,90 +585,6 @@ class InProcessBackend:
             self._peft = self._merger = None
         elif name in self._peft.peft_config:
             self._peft.delete_adapter(name)
-
-
-class _Sampler:
-    """Chooses the next token of every row at once, each row with its own parameters.
-
-    Sampled rows use the Gumbel-max trick: argmax(logits / T + Gumbel noise), with the noise
-    drawn from the row's own generator (seeded with the request's seed). A seeded row thus
-    draws the same numbers whatever shares its batch, and its choice flips only when two
-    noisy scores tie to within float round-off; inverse-CDF sampling instead flips whenever
-    the round-off of a 49k-entry cumulative sum moves a boundary past the uniform draw,
-    which batching (other padding, other matmul shapes) does often on flat distributions.
-    """
-
-    def __init__(self, params: list[SamplingParams], device: torch.device) -> None:
-        self.device = device
-        self.params = params
-        self.generators = [  # None: greedy, or the global generator for an unseeded row
-            torch.Generator(device=device).manual_seed(p.seed)
-            if p.temperature > 0 and p.seed is not None
-            else None
-            for p in params
-        ]
-        self._index()
-
-    def _index(self) -> None:
-        self.sampled = [i for i, p in enumerate(self.params) if p.temperature > 0]
-        self.sampled_index = torch.tensor(self.sampled, dtype=torch.long, device=self.device)
-        self.temperature = torch.tensor(
-            [self.params[i].temperature for i in self.sampled], device=self.device
-        )
-        self.top_p = torch.tensor([self.params[i].top_p for i in self.sampled], device=self.device)
-        self.any_top_p = bool((self.top_p < 1).any())
-
-    def select(self, keep: list[int]) -> None:
-        """Keep only the rows at positions ``keep`` (finished rows leave the batch)."""
-        self.params = [self.params[i] for i in keep]
-        self.generators = [self.generators[i] for i in keep]
-        self._index()
-
-    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Next tokens and their log-probabilities under the raw logits (before temperature)."""
-        logprobs = torch.log_softmax(logits.float(), dim=-1)
-        tokens = logprobs.argmax(dim=-1)
-        if self.sampled:
-            tokens[self.sampled_index] = self._sample(logprobs[self.sampled_index])
-        return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
-
-    def _sample(self, logprobs: torch.Tensor) -> torch.Tensor:
-        probs = torch.softmax(logprobs / self.temperature.clamp(min=1e-5)[:, None], dim=-1)  # tiny T: no inf
-        if self.any_top_p:
-            probs = probs.masked_fill(probs < _nucleus_floor(probs, self.top_p[:, None]), 0.0)
-        uniform = torch.empty_like(probs)
-        for row, i in zip(uniform, self.sampled, strict=True):
-            row.uniform_(generator=self.generators[i])
-        # argmax(p / Exp(1) noise) is the Gumbel-max trick (an exponential race) without logs of p.
-        return probs.div_(uniform.log_().neg_()).argmax(dim=-1)
-
-
-NUCLEUS_CANDIDATES = 64
-"""Top-p first looks for the nucleus among this many most likely tokens: a full sort of the
-vocabulary costs ~3 ms per row on a CPU core, top-k of 64 about 1/50 of that. Rows whose
-nucleus is larger (flat distributions) fall back to the full sort."""
-
-
-def _nucleus_floor(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    """Per row, the smallest probability inside the top-p nucleus (the smallest set of most
-    likely tokens whose mass reaches top_p); 0 where top_p is 1. Shape (rows, 1)."""
-    floor = torch.zeros_like(top_p)
-    cut = (top_p < 1).squeeze(-1)
-    if not cut.any():
-        return floor
-    top = probs[cut].topk(min(NUCLEUS_CANDIDATES, probs.shape[-1]), dim=-1).values
-    floor[cut] = _floor_of_sorted(top, top_p[cut])
-    wide = cut.clone()
-    wide[cut] = top.sum(dim=-1) < top_p[cut].squeeze(-1)
-    if wide.any():
-        floor[wide] = _floor_of_sorted(probs[wide].sort(dim=-1, descending=True).values, top_p[wide])
-    return floor
-
-
-def _floor_of_sorted(sorted_probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the more likely tokens
-    last = (before < top_p).sum(dim=-1, keepdim=True) - 1  # >= 0: the top token always stays
-    return sorted_probs.gather(-1, last)
 
 
 def _read_adapter_config(path: Path) -> PeftConfig:
