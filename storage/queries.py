@@ -51,9 +51,8 @@ class EpisodeFilter:
     """Which episodes to read; fields left None do not filter.
 
     ``seat``: the episode has a turn played by that seat. ``policy``: the episode has a turn
-    whose policy label or serving adapter contains this text (case-insensitive, ``%`` and
-    ``_`` taken literally; a substring cannot use an index, so it is checked on the turns of
-    the episodes the other filters select). ``min_reward <= reward <= max_reward``;
+    played by that policy (``policy_is``: an exact adapter version, policy label, or
+    ``base``). ``min_reward <= reward <= max_reward``;
     ``since <= started_at < until``. When turns are read (``iter_turns``, exports of turns),
     ``seat`` and ``policy`` select the turns themselves.
     """
@@ -112,9 +111,7 @@ def _conditions(flt: EpisodeFilter) -> _Conditions:
     if flt.seat is not None:
         c.turn.append(_T.c.seat == flt.seat)
     if flt.policy is not None:
-        c.turn.append(
-            _T.c.policy.icontains(flt.policy, autoescape=True) | _T.c.served_by.icontains(flt.policy, autoescape=True)
-        )
+        c.turn.append(policy_is(flt.policy))
     return c
 
 

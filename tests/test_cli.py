@@ -196,7 +196,31 @@ def test_episodes_list_checks_its_filters_and_takes_run_prefixes(db, tmp_path):
             result = invoke(*command, *args)
             assert result.exit_code == 2 and valid in words(result), (command, args, result.output)
     game_seats = invoke("episodes", "list", "--game", "debate", "--seat", "critic")
-    assert game_seats.exit_code == 2 and "no such seat in debate; seats: debater_a, debater_b, judge" in words(game_seats)
+    assert game_seats.exit_code == 2
+    assert "no such seat in debate; seats: debater_a, debater_b, judge" in words(game_seats)
     by_prefix = json.loads(invoke("episodes", "list", "--run", run_id[:8], "--format", "json").stdout)
     assert len(by_prefix) == 2
     assert json.loads(invoke("episodes", "list", "--run", run_id, "--format", "json").stdout) == by_prefix
+
+
+def test_episodes_list_policy_is_exact_and_base_means_no_adapter(db):
+    from storage.engine import open_store
+    from storage.recorder import Recorder
+    from tests.factories import episode_start, record_episode, turn_record
+
+    served = {"base": ("bundled", "bundled"), "actor@v1": ("bundled+actor@v1", "actor@v1"),
+              "actor@v10": ("bundled+actor@v10", "actor@v10")}
+    ids = {}
+    with Recorder(open_store(db)) as recorder:
+        for name, (label, served_by) in served.items():
+            start = episode_start()
+            recorder.episode_started(start)
+            turn = turn_record(start.id, 0, seat="actor", policy=label, served_by=served_by, backend="inprocess")
+            recorder.turn(turn)
+            ids[name] = start.id
+        record_episode(recorder, policy="scripted:echo")  # no adapter, but no model either: not 'base'
+    for name, episode_id in ids.items():
+        listed = json.loads(invoke("episodes", "list", "--policy", name, "--format", "json").stdout)
+        assert [row["id"] for row in listed] == [episode_id], name
+    assert len(json.loads(invoke("episodes", "list", "--policy", "scripted:echo", "--format", "json").stdout)) == 1
+    assert json.loads(invoke("episodes", "list", "--policy", "actor@", "--format", "json").stdout) == []

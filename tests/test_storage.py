@@ -373,8 +373,9 @@ FILTER_CASES = [
     (EpisodeFilter(status="running"), "f"),
     (EpisodeFilter(seat="debater_b"), "d"),
     (EpisodeFilter(seat="critic"), "fcba"),
-    (EpisodeFilter(policy="CRITIC@"), "c"),
-    (EpisodeFilter(policy="%"), ""),  # wildcards are matched literally
+    (EpisodeFilter(policy="critic@v3"), "c"),
+    (EpisodeFilter(policy="critic@v"), ""),  # versions are matched exactly, never as a prefix or substring
+    (EpisodeFilter(policy="%"), ""),
     (EpisodeFilter(split="test"), "f"),
     (EpisodeFilter(task_id="gsm8k-0042"), "f"),
     (EpisodeFilter(min_reward=0.25, max_reward=0.5), "dc"),

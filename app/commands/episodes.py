@@ -53,7 +53,11 @@ def episodes_list(
     status: Annotated[str | None, typer.Option(help="running, succeeded, failed or timeout.")] = None,
     seat: Annotated[str | None, typer.Option(help="Only episodes with a turn from this seat.")] = None,
     policy: Annotated[
-        str | None, typer.Option(help="Only episodes where a turn's policy/adapter contains this.")
+        str | None,
+        typer.Option(
+            help="Only episodes with a turn of this policy, matched exactly: an adapter version (actor@v1), "
+            "'base' (the model without adapter) or a policy label (scripted:calculator)."
+        ),
     ] = None,
     run: Annotated[str | None, typer.Option(help="Only this run (its id or a unique start of it).")] = None,
     min_reward: Annotated[float | None, typer.Option(help="Reward at least this.")] = None,
@@ -82,6 +86,7 @@ def episodes_list(
     * `sparring episodes list --game math-reflection --status failed`
     * `sparring episodes list --min-reward 1 --sort -finished_at --limit 50 --page 2`
     * `sparring episodes list --seat critic --format jsonl > episodes.jsonl`
+    * `sparring episodes list --policy actor@v2 --status succeeded`
     * `sparring episodes list --game debate --no-count --after 3f2a9c0d4e5f...`
     """
     from storage.queries import list_episodes
