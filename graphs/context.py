@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from graphs.policies.base import BackendError, GenerationResult, Message
+from graphs.policies.final_line import FinalChoice
 from graphs.policies.policy import Policy
 from graphs.seats import Seat
 from graphs.tasks.base import Task
@@ -78,8 +79,11 @@ class EpisodeContext:
         *,
         round: int,
         parse: Callable[[str], str | None] | None = None,
+        final: FinalChoice | None = None,
     ) -> Turn:
-        """Ask the seat's policy, log the turn, and return it with its parsed value."""
+        """Ask the seat's policy, log the turn, and return it with its parsed value. ``final``:
+        the response ends with a line chosen by constrained decoding, recorded in the turn's
+        ``sampling["final_choice"]``."""
         policy = self.policies[seat]
         index = self._turns
         self._turns += 1
@@ -87,7 +91,7 @@ class EpisodeContext:
         seed = derive_seed(self.seed, self.task.id, index) if policy.sampling.temperature > 0 else None
         started = time.perf_counter()
         try:
-            result = await policy.act(messages, seed=seed)
+            result = await policy.act(messages, seed=seed, final=final)
         except BackendError:
             raise
         except Exception as exc:  # a backend bug is still a model-boundary failure
@@ -119,7 +123,11 @@ class EpisodeContext:
                 logprobs=result.logprobs,
                 finish_reason=result.finish_reason,
                 latency_ms=(time.perf_counter() - started) * 1000,
-                sampling={**asdict(policy.sampling), "seed": seed},
+                sampling={
+                    **asdict(policy.sampling),
+                    "seed": seed,
+                    **({"final_choice": final.record(result)} if final else {}),
+                },
                 parsed=None if parse is None else parsed is not None,
                 parsed_value=parsed,
             )

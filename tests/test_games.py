@@ -13,7 +13,14 @@ from graphs.context import EpisodeContext, GameOptions
 from graphs.debate import prompts as debate_prompts
 from graphs.games import GameSpec, get_game
 from graphs.math_reflection import prompts as reflection_prompts
-from graphs.policies.base import Backend, BackendError, SamplingParams
+from graphs.policies.base import (
+    Backend,
+    BackendError,
+    ChoiceUnsupportedError,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+)
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend, scripted_bot
 from graphs.tasks.base import Task
@@ -132,9 +139,21 @@ def test_critique_reaches_the_refinement_and_critic_approval_stops_the_episode()
     ] * 4
     assert episode.rewards == [
         ("actor", "correct", 0.0, actor0.id, {"round": 0, "answer": "6"}),
-        ("critic", "verdict_correct", 1.0, critic0.id, {"round": 0, "verdict": "incorrect", "truth": False}),
+        (
+            "critic",
+            "verdict_correct",
+            1.0,
+            critic0.id,
+            {"round": 0, "verdict": "incorrect", "truth": False, "constrained": True},
+        ),
         ("actor", "correct", 1.0, actor1.id, {"round": 1, "answer": "7"}),
-        ("critic", "verdict_correct", 1.0, critic1.id, {"round": 1, "verdict": "correct", "truth": True}),
+        (
+            "critic",
+            "verdict_correct",
+            1.0,
+            critic1.id,
+            {"round": 1, "verdict": "correct", "truth": True, "constrained": True},
+        ),
     ]
     assert episode.sink.judgments == []
     assert episode.outcome() == (
@@ -157,7 +176,13 @@ def test_approval_of_a_wrong_answer_ends_the_episode_when_stop_on_correct() -> N
     assert episode.order == [("actor", 0, 0), ("critic", 1, 0)]
     assert episode.rewards == [
         ("actor", "correct", 0.0, episode.ids[0], {"round": 0, "answer": "8"}),
-        ("critic", "verdict_correct", 0.0, episode.ids[1], {"round": 0, "verdict": "correct", "truth": False}),
+        (
+            "critic",
+            "verdict_correct",
+            0.0,
+            episode.ids[1],
+            {"round": 0, "verdict": "correct", "truth": False, "constrained": True},
+        ),
     ]
     assert episode.outcome()[0] == 0.0
     assert episode.outcome()[1]["critic_accuracy"] == 0.0
@@ -194,7 +219,7 @@ def test_five_turns_with_a_critic_that_always_objects() -> None:
                 "verdict_correct",
                 float(not correct),
                 critic_turns[round_].id,
-                {"round": round_, "verdict": "incorrect", "truth": correct},
+                {"round": round_, "verdict": "incorrect", "truth": correct, "constrained": True},
             )
         )
     assert episode.rewards == expected_rewards
@@ -223,22 +248,65 @@ def test_unparseable_answer_scores_zero_and_the_episode_goes_on() -> None:
     assert (first.parsed, first.parsed_value) == (False, None)
     assert episode.rewards[:2] == [
         ("actor", "correct", 0.0, first.id, {"round": 0, "answer": None}),
-        ("critic", "verdict_correct", 1.0, episode.ids[1], {"round": 0, "verdict": "incorrect", "truth": False}),
+        (
+            "critic",
+            "verdict_correct",
+            1.0,
+            episode.ids[1],
+            {"round": 0, "verdict": "incorrect", "truth": False, "constrained": True},
+        ),
     ]
     reward, summary = episode.outcome()
     assert (reward, summary["answers"], summary["majority_correct"]) == (1.0, [None, "7"], True)
 
 
-def test_unparseable_verdict_scores_zero_and_leads_to_a_refinement() -> None:
-    episode = play_reflection(replay("Answer: 7", "Answer: 7"), replay("Looks fine to me.", "Verdict: correct"))
+class Unconstrained(ScriptedBackend):
+    """A backend that cannot constrain a response to a choice, as a plain OpenAI-compatible API."""
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        if request.choice is not None:
+            raise ChoiceUnsupportedError("this backend cannot constrain a response")
+        return await super().generate(request)
+
+
+def test_the_verdict_line_is_chosen_after_the_critique_and_recorded_as_constrained() -> None:
+    critique = "Step 2 adds 3 and 4 correctly.\n**Verdict:** Incorrect\nI am sure of it."
+    episode = play_reflection(replay("Answer: 7"), replay(critique), turns=1)
     critic0 = episode.sink.turns[1]
-    assert (critic0.parsed, critic0.parsed_value) == (False, None)
+    assert critic0.response == "Step 2 adds 3 and 4 correctly.\nVerdict: incorrect"
+    assert (critic0.parsed, critic0.parsed_value) == (True, "incorrect")
+    assert critic0.sampling["final_choice"] == {
+        "marker": "Verdict:",
+        "options": ["correct", "incorrect"],
+        "chosen": "incorrect",
+        "constrained": True,
+    }
+    assert critic0.completion_token_ids == list(critic0.response.encode())
+    assert len(critic0.logprobs) == len(critic0.completion_token_ids)
+    assert episode.state["critiques"][0]["constrained"] is True
+
+
+def test_a_critique_without_a_verdict_gets_one_from_a_backend_that_constrains() -> None:
+    episode = play_reflection(replay("Answer: 7"), scripted_bot("always-correct"), turns=1)
+    critic0 = episode.sink.turns[1]
+    assert critic0.response == "The solution looks right to me.\nVerdict: correct"
+    info = {"round": 0, "verdict": "correct", "truth": True, "constrained": True}
+    assert episode.rewards[1][2:] == (1.0, critic0.id, info)
+
+
+def test_unparseable_verdict_scores_zero_and_leads_to_a_refinement() -> None:
+    """Without constrained decoding (the backend cannot), a critique that names no verdict stays unparsed."""
+    critic = Unconstrained.replay(["Looks fine to me.", "Verdict: correct"])
+    episode = play_reflection(replay("Answer: 7", "Answer: 7"), critic)
+    critic0 = episode.sink.turns[1]
+    assert (critic0.response, critic0.parsed, critic0.parsed_value) == ("Looks fine to me.", False, None)
+    assert critic0.sampling["final_choice"]["constrained"] is False
     assert episode.rewards[1] == (
         "critic",
         "verdict_correct",
         0.0,
         critic0.id,
-        {"round": 0, "verdict": None, "truth": True},
+        {"round": 0, "verdict": None, "truth": True, "constrained": False},
     )
     assert episode.order == [("actor", 0, 0), ("critic", 1, 0), ("actor", 2, 1), ("critic", 3, 1)]
     assert episode.outcome()[1]["verdicts"] == [None, True]

@@ -555,3 +555,45 @@ def test_closed_backend_refuses_requests(backend) -> None:
     asyncio.run(backend.aclose())
     with pytest.raises(BackendError, match="closed"):
         one(backend, PROMPTS[0])
+
+
+# --- constrained choice (graphs/policies/choice.py) ---------------------------------------------
+
+
+def verdict_request(
+    messages: list[dict[str, str]], adapter: str | None = None, seed: int | None = None
+) -> GenerationRequest:
+    from graphs.policies.base import Choice  # here: the top of this file is another feature's
+
+    sampling = GREEDY if seed is None else SamplingParams(temperature=1.0, seed=seed)
+    choice = Choice((" correct", " incorrect"), prefix="I checked each step.\nVerdict:")
+    return GenerationRequest(messages, sampling, adapter, choice=choice)
+
+
+def test_choice_requests_mixed_with_normal_ones_answer_as_they_would_alone(backend: InProcessBackend) -> None:
+    normal = [GenerationRequest(p, GREEDY) for p in PROMPTS]
+    choices = [verdict_request(p) for p in PROMPTS] + [verdict_request(PROMPTS[0], seed=s) for s in range(4)]
+    alone = [one(backend, r.messages) for r in normal]
+    alone_choices = [asyncio.run(backend.generate(r)) for r in choices]
+
+    mixed = together(backend, [r for pair in zip(normal, choices, strict=False) for r in pair] + choices[4:])
+
+    got_normal, got_choices = mixed[0:8:2], mixed[1:8:2] + mixed[8:]
+    assert [r.completion_token_ids for r in got_normal] == [r.completion_token_ids for r in alone]
+    assert [r.chosen for r in got_choices] == [r.chosen for r in alone_choices]
+    assert {r.chosen for r in got_choices} <= {" correct", " incorrect"}
+    for result in got_choices:
+        assert result.text == "I checked each step.\nVerdict:" + result.chosen
+        assert len(result.logprobs) == len(result.completion_token_ids)
+        assert backend.tokenizer.decode(result.completion_token_ids) == result.text
+
+
+def test_choice_on_an_adapter_is_served_by_it(backend: InProcessBackend, adapter_dirs: dict[str, Path]) -> None:
+    asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+    on_adapter = asyncio.run(backend.generate(verdict_request(PROMPTS[1], adapter="a")))
+    on_base = asyncio.run(backend.generate(verdict_request(PROMPTS[1])))
+    assert (on_adapter.served_by, on_base.served_by) == ("a", "tiny")
+    assert on_adapter.completion_token_ids[:5] == on_base.completion_token_ids[:5]
+    assert on_adapter.logprobs != pytest.approx(on_base.logprobs)  # the adapter changes the scores
+    with pytest.raises(UnknownAdapterError):
+        asyncio.run(backend.generate(verdict_request(PROMPTS[1], adapter="missing")))

@@ -4,6 +4,10 @@ plain sentence judging the solution ("The proposed solution is incorrect.").
 The fallback exists because the bundled 135M critic states its judgement in prose far more
 often than on the requested line (167 of 182 critiques in a held-out run). It only reads a
 sentence whose subject is the solution or answer, so "The correct answer is: 0" is no verdict.
+
+Since the critic's verdict line is chosen by constrained decoding (graphs/policies/final_line.py),
+a critique from a backend that can constrain always ends with a verdict line; the fallback
+serves backends that cannot (a plain OpenAI-compatible API) and turns logged before.
 """
 
 from __future__ import annotations

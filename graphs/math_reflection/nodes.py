@@ -48,12 +48,19 @@ async def judge(state: State, runtime: Runtime[EpisodeContext]) -> dict:
 
 
 async def critic(state: State, runtime: Runtime[EpisodeContext]) -> dict:
-    """Review the latest answer; reward ``verdict_correct`` (1/0, 0 without a verdict) on the
-    critic's turn when the truth is known."""
+    """Review the latest answer: a free critique whose last line, "Verdict: correct|incorrect",
+    is chosen by constrained decoding (prompts.VERDICT_LINE), all one turn. Reward
+    ``verdict_correct`` (1/0, 0 without a verdict) on the critic's turn when the truth is known.
+
+    A backend that cannot constrain (a plain OpenAI-compatible API) leaves the critique as
+    written; its verdict is then parsed from the text and may be missing."""
     ctx = runtime.context
     answer, truth = state["answers"][-1], state["correct"][-1]
     messages = prompts.critic_messages(ctx.task.question, answer["text"])
-    turn = await ctx.generate("critic", messages, round=answer["round"], parse=_verdict_label)
+    turn = await ctx.generate(
+        "critic", messages, round=answer["round"], parse=_verdict_label, final=prompts.VERDICT_LINE
+    )
+    constrained = turn.result.chosen is not None
     verdict = None if turn.parsed is None else turn.parsed == "correct"
     verdict_correct = None if truth is None else verdict == truth
     if verdict_correct is not None:
@@ -65,9 +72,15 @@ async def critic(state: State, runtime: Runtime[EpisodeContext]) -> dict:
             round=answer["round"],
             verdict=turn.parsed,
             truth=truth,
+            constrained=constrained,
         )
     critique = Critique(
-        turn_id=turn.id, round=answer["round"], text=turn.text, verdict=verdict, verdict_correct=verdict_correct
+        turn_id=turn.id,
+        round=answer["round"],
+        text=turn.text,
+        verdict=verdict,
+        verdict_correct=verdict_correct,
+        constrained=constrained,
     )
     return {"critiques": [critique]}
 

@@ -7,6 +7,7 @@ wordings), so before/after comparisons are only valid while these strings stay u
 from __future__ import annotations
 
 from graphs.policies.base import Message
+from graphs.policies.final_line import FinalChoice
 
 ANSWER_FORMAT = "Give the final answer as 'Answer: <number>'."
 
@@ -14,6 +15,10 @@ CRITIC_INSTRUCTIONS = (
     "Check the proposed solution step by step. Point out any mistake in one or two sentences, "
     "then end with 'Verdict: correct' or 'Verdict: incorrect'."
 )
+
+VERDICT_LINE = FinalChoice("Verdict:", (" correct", " incorrect"))
+"""The critic's last line, chosen by constrained decoding after its critique (the line the
+instructions ask for; options carry their space so they tokenize as written after "Verdict:")."""
 
 
 def actor_messages(question: str) -> list[Message]:

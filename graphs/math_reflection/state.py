@@ -27,6 +27,8 @@ class Critique(TypedDict):
     """True: the critic says the answer is correct; None: no parseable verdict"""
     verdict_correct: bool | None
     """whether the verdict matches the truth (None when the task has no ground truth)"""
+    constrained: bool
+    """whether the verdict line was chosen by constrained decoding (else parsed from free text)"""
 
 
 class State(TypedDict):

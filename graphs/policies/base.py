@@ -46,11 +46,38 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """Constrained decoding: the response is ``prefix`` followed by exactly one of ``options``.
+
+    The backend scores the prefix (it is forced, never sampled) and picks the option: the most
+    likely one at temperature 0, else one drawn by its probability at the request's temperature
+    (with its seed). ``max_new_tokens``, ``top_p`` and ``stop`` do not apply. The result's text,
+    token ids and logprobs cover prefix and option, so a training row built from it is the
+    sequence the model was scored on.
+    """
+
+    options: tuple[str, ...]
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.options or any(not isinstance(o, str) or not o for o in self.options):
+            raise ValueError(f"a choice needs one or more non-empty option strings, got {self.options!r}")
+        if len(set(self.options)) != len(self.options):
+            raise ValueError(f"choice options must be distinct, got {self.options!r}")
+
+
+class ChoiceUnsupportedError(BackendError):
+    """The backend cannot constrain a response to a choice (a plain OpenAI-compatible API)."""
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     messages: list[Message]
     sampling: SamplingParams = field(default_factory=SamplingParams)
     adapter: str | None = None
     """Name of a loaded LoRA adapter (immutable ``role@vN``), or None for the base model."""
+    choice: Choice | None = None
+    """Constrain the response to ``choice.prefix`` + one of ``choice.options`` (see Choice)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +93,8 @@ class GenerationResult:
     served_by: str
     """What actually served the request: the adapter name, or the base model's name."""
     latency_s: float = 0.0
+    chosen: str | None = None
+    """For a choice request: the option picked (the text is the prefix followed by it)."""
 
 
 @runtime_checkable
@@ -80,7 +109,7 @@ class Backend(Protocol):
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Serve one chat request. Raises BackendError (UnknownAdapterError for an adapter
-        that is not loaded)."""
+        that is not loaded, ChoiceUnsupportedError for a choice request it cannot constrain)."""
         ...
 
     async def load_adapter(self, name: str, path: str) -> None:

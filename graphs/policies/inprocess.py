@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from graphs.policies.base import (
     UnknownAdapterError,
 )
 from graphs.policies.adapter_switch import BASE_ADAPTER, AdapterSwitch
+from graphs.policies.choice import choose
 from graphs.policies.decoding import CANCELLED, DecodeBatch, Endings, Forward, Row
 from graphs.policies.lora_merge import AdapterMerger
 from graphs.policies.models import load_model
@@ -204,6 +205,8 @@ class InProcessBackend:
         self._check_open()
         if request.adapter is not None:
             self._check_adapter(request.adapter)
+        if request.choice is not None:
+            return await self._generate_choice(request)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[GenerationResult] = loop.create_future()
         self._queue.put(_Pending(request, future, loop, time.perf_counter()))
@@ -235,6 +238,41 @@ class InProcessBackend:
         self._model = self._peft = self._merger = None  # type: ignore[assignment]
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+    # ------------------------------------------------------------- constrained choice (choice.py)
+
+    async def _generate_choice(self, request: GenerationRequest) -> GenerationResult:
+        """A choice request is one forward pass (graphs/policies/choice.py), run on the worker
+        between batches or between two decode steps, so it never enters the decode loop."""
+        submitted = time.perf_counter()
+        results: list[GenerationResult] = []
+        await self._control(lambda: results.append(self._choose_now(request)), between_steps=True)
+        return replace(results[0], latency_s=time.perf_counter() - submitted)
+
+    def _choose_now(self, request: GenerationRequest) -> GenerationResult:
+        assert request.choice is not None
+        if request.adapter is not None:
+            self._check_adapter(request.adapter)  # it may have been unloaded since it was queued
+        switch = AdapterSwitch(self._peft, self._merger)
+        try:
+            switch.prepare({request.adapter})
+            with torch.inference_mode():
+                return choose(
+                    self._model,
+                    self._tokenizer,
+                    request.messages,
+                    request.choice,
+                    request.sampling,
+                    served_by=request.adapter or self.model_name,
+                    adapter_names=switch.names([request.adapter] * len(request.choice.options)),
+                )
+        except Exception as exc:
+            raise BackendError(
+                f"in-process choice among {list(request.choice.options)} failed on {self.model_name}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            switch.release()
 
     # ------------------------------------------------------------------------- event-loop side
 

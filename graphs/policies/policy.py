@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from graphs.policies.base import Backend, GenerationRequest, GenerationResult, Message, SamplingParams
+from graphs.policies.final_line import FinalChoice, generate_with_final_choice
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,12 @@ class Policy:
             base = self.backend.model_name
             object.__setattr__(self, "label", f"{base}+{self.adapter}" if self.adapter else base)
 
-    async def act(self, messages: list[Message], *, seed: int | None = None) -> GenerationResult:
+    async def act(
+        self, messages: list[Message], *, seed: int | None = None, final: FinalChoice | None = None
+    ) -> GenerationResult:
+        """One turn; with ``final``, the response ends with a line chosen by constrained decoding."""
         sampling = self.sampling if seed is None else replace(self.sampling, seed=seed)
-        return await self.backend.generate(GenerationRequest(messages, sampling, self.adapter))
+        request = GenerationRequest(messages, sampling, self.adapter)
+        if final is not None:
+            return await generate_with_final_choice(self.backend, request, final)
+        return await self.backend.generate(request)

@@ -1,7 +1,9 @@
 """The scripted backend: rule-based bots for context seats and deterministic doubles for tests.
 
 A bot is a plain callable ``(messages, request) -> str``. It may raise BackendError to inject
-a model failure. Token ids are the UTF-8 bytes of the text (the prompt rendered as
+a model failure. A choice request (``request.choice``) calls the bot too, and its reply must
+name one of the options (``named_option``): the result is the prefix followed by it. Token
+ids are the UTF-8 bytes of the text (the prompt rendered as
 "role: content" lines) and every logprob is 0.0: they give results the shape of a real
 backend's, but they are not any real tokenizer's ids and must not be trained on.
 """
@@ -59,15 +61,20 @@ class ScriptedBackend:
         for requests without an adapter), as one base model serving several roles would. An
         entry that is a BackendError is raised instead of answered (failure injection). A
         request after the script's last entry raises BackendError rather than cycling, so
-        a test learns when a game makes more calls than it scripted.
+        a test learns when a game makes more calls than it scripted. A choice request re-reads
+        the entry just replied (the free text that a final choice follows names the option), so
+        a critique ending "Verdict: incorrect" is one entry.
         """
         scripts = {BASE: list(responses)} if isinstance(responses, list) else {k: list(v) for k, v in responses.items()}
         positions = {key: count() for key in scripts}
+        last: dict[str, str] = {}
 
         def bot(messages: list[Message], request: GenerationRequest) -> str:
             key = request.adapter or BASE
             if key not in scripts:
                 raise BackendError(f"replay has no script for {key!r}; scripted keys: {sorted(scripts)}")
+            if request.choice is not None and key in last:
+                return last[key]
             position = next(positions[key])
             script = scripts[key]
             if position >= len(script):
@@ -78,6 +85,7 @@ class ScriptedBackend:
             entry = script[position]
             if isinstance(entry, BackendError):
                 raise entry
+            last[key] = entry
             return entry
 
         return cls(bot, bot_name=name)
@@ -88,7 +96,12 @@ class ScriptedBackend:
                 f"adapter {request.adapter!r} is not loaded on {self.model_name}; loaded: {self.adapters()}"
             )
         text = self._bot(request.messages, request)
-        text, finish_reason = _apply_limits(text, request)
+        chosen = None
+        if request.choice is not None:
+            chosen = named_option(text, request.choice.options)
+            text, finish_reason = request.choice.prefix + chosen, "stop"
+        else:
+            text, finish_reason = _apply_limits(text, request)
         return GenerationResult(
             text=text,
             prompt_token_ids=list(_render(request.messages).encode()),
@@ -96,6 +109,7 @@ class ScriptedBackend:
             logprobs=[0.0] * len(text.encode()),
             finish_reason=finish_reason,
             served_by=request.adapter or self.model_name,
+            chosen=chosen,
         )
 
     async def load_adapter(self, name: str, path: str) -> None:
@@ -117,6 +131,24 @@ class ScriptedBackend:
 
     async def aclose(self) -> None:
         self._adapters.clear()
+
+
+def named_option(reply: str, options: tuple[str, ...]) -> str:
+    """The option a bot's reply to a choice request names: the whole reply, or else the option
+    named last as a whole word ("... Verdict: incorrect" names "incorrect", not "correct")."""
+    if reply.strip() in options:
+        return reply.strip()
+    found = {
+        option: match.start()
+        for option in options
+        for match in re.finditer(rf"(?<!\w){re.escape(option.strip())}(?!\w)", reply, re.IGNORECASE)
+    }
+    if not found:
+        raise BackendError(
+            f"the scripted reply {reply[:80]!r} names none of the options {list(options)}; a bot answering a "
+            "choice request must name one of them"
+        )
+    return max(found, key=lambda option: (found[option], len(option)))
 
 
 def _render(messages: list[Message]) -> str:
