@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from app.commands import adapters, episodes, play, retrain, settings_cmd, training, vllm_cmd
+from app.commands import adapters, episodes, eval_cmd, play, retrain, settings_cmd, training, vllm_cmd
 
 app = typer.Typer(
     help="sparring: train language-model agents by letting them play games and debates.\n\n"
@@ -23,6 +23,7 @@ for command in (
     vllm_cmd.vllm,
 ):
     app.command()(command)
+app.command("eval")(eval_cmd.evaluate)
 app.add_typer(episodes.episodes_app, name="episodes")
 app.add_typer(training.datasets_app, name="datasets")
 app.add_typer(adapters.adapters_app, name="adapters")

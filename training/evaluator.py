@@ -131,8 +131,7 @@ class Evaluator:
         played = greedy(policies)
         earlier = self.remembered(played)
         if earlier is not None:
-            self.say(f"{label}: same policies, tasks and settings as {earlier.label!r} "
-                     f"(run {earlier.run_id[:12]}), reusing its figures")
+            self.say(f"{label}: reusing run {earlier.run_id[:12]} (same policies, tasks and settings)")
             return replace(earlier, reused=True)
         key = self.key(played)
         self.say(f"{label}: playing {len(self.tasks)} tasks")

@@ -1,0 +1,234 @@
+"""`sparring eval`: measure a policy set on a task set, or compare two sets paired by task."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.output import Format, emit
+from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from app.settings import Settings
+    from evaluation.stats import Estimate, PairedComparison
+    from training.evaluator import EvaluationResult
+
+
+def evaluate(
+    game: Annotated[str, typer.Option(help="Game to play; `sparring games` lists them.")] = "math-reflection",
+    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
+    against: Annotated[
+        list[str] | None,
+        typer.Option(help="SEAT=SPEC of a second policy set, repeatable; seats not named keep --seat's. Both sets "
+                          "play the same tasks and every metric is compared paired by task."),
+    ] = None,
+    tasks: Annotated[
+        str, typer.Option(help="Task source: 'arithmetic', 'arithmetic:1-3', a GSM8K/MATH .jsonl file, or 'hf:ID'.")
+    ] = "arithmetic",
+    split: Annotated[
+        str, typer.Option(help="heldout or train: the generator's split, or the label of a task file's tasks.")
+    ] = "heldout",
+    n: Annotated[
+        int, typer.Option("--n-tasks", "-n", min=1, help="Tasks to play (a file: its first N, shuffled).")
+    ] = 200,
+    turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers (1 + refinements).")] = 2,
+    rounds: Annotated[int, typer.Option(min=1, help="debate: rounds in which both debaters speak.")] = 2,
+    stop_on_correct: Annotated[
+        bool, typer.Option(help="math-reflection: stop when the critic says the answer is correct.")
+    ] = True,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
+    seed: Annotated[int | None, typer.Option(help="Seed for task choice and episodes (default: settings).")] = None,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Play a policy set greedily on a task set and print every metric with its 95% interval.
+
+    The evaluation is logged as a run of its own. Its figures are remembered under the exact
+    policies (adapter versions, decoding), tasks, seed and game options: asking again reuses
+    the stored run instead of playing it again. With --against, a second policy set plays
+    the same tasks and each metric gets the paired difference (first set minus the --against
+    set) with its 95% interval, the tasks each did better on, and McNemar's exact p.
+
+    Examples:
+
+    * `sparring eval --seat actor=model:actor@v2 -n 200`
+    * `sparring eval --seat actor=model:actor@v2 --against actor=model:base`
+    * `sparring eval --tasks examples/gsm8k_sample.jsonl -n 20 --seat critic=model:critic@v1`
+    * `sparring eval --seat actor=scripted:calculator --seat critic=scripted:always-incorrect --turns 1`
+    """
+    from graphs.context import GameOptions
+    from graphs.games import UnknownGameError, get_game
+    from graphs.tasks import load_tasks
+    from graphs.tasks.base import TaskSourceError
+
+    settings = settings_or_exit(database_url=db, seed=seed)
+    try:
+        spec = get_game(game)
+        first = parse_seat_specs(spec, seat or [])
+        second = _against(spec, against, first) if against else None
+        options = GameOptions(turns=turns, rounds=rounds, stop_on_correct=stop_on_correct)
+        task_list = load_tasks(tasks, n=n, seed=settings.seed, split=split)
+    except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
+        fail(str(exc))
+    if not task_list:
+        fail(f"task source {tasks!r} gave no tasks; give a file with rows or another source")
+    if len({t.id for t in task_list}) < len(task_list):
+        fail(f"task source {tasks!r} has repeated task ids; a paired comparison needs one episode per task")
+    engine = store_or_exit(settings)
+    sets = [first] if second is None else [first, second]
+    _check_adapters(engine, settings, sets)  # before anything is played or logged
+    results = _play(engine, settings, spec, task_list, options, sets, max_new_tokens, concurrency)
+    title = f"{spec.name}: {len(task_list)} {split} tasks, greedy, seed {settings.seed}"
+    if len(results) == 1:
+        _print_one(results[0], first, fmt, title)
+    else:
+        _print_paired(results[0], results[1], first, second, fmt, title)
+
+
+def _against(game, specs: list[str], first: dict[str, str]) -> dict[str, str]:
+    """The second policy set: the first one with the --against seats replaced."""
+    try:
+        return parse_seat_specs(game, specs, defaults=first)
+    except SeatSpecError as exc:  # its messages name the option --seat
+        raise SeatSpecError(str(exc).replace("--seat ", "--against ", 1)) from exc
+
+
+def _check_adapters(engine: Engine, settings: Settings, sets: list[dict[str, str]]) -> None:
+    """Every named adapter version exists and its folder is intact, for the configured model."""
+    from training.adapter_files import AdapterFolderError, verify_folder
+    from training.registry import RegistryError, active_version, get_version
+
+    for specs in sets:
+        for seat, spec in specs.items():
+            choice = spec.removeprefix("model").removeprefix(":")
+            if (spec != "model" and not spec.startswith("model:")) or choice == "base":
+                continue
+            try:
+                record = get_version(engine, choice) if choice else active_version(engine, seat)
+                if record is not None:
+                    verify_folder(record.path, base_model=settings.model)
+            except RegistryError as exc:
+                fail(f"--seat {seat}={spec}: {exc}. See `sparring adapters list`, or use {seat}=model:base")
+            except AdapterFolderError as exc:
+                fail(f"--seat {seat}={spec}: the store cannot serve it: {exc}")
+
+
+def _play(engine: Engine, settings: Settings, game, task_list, options, sets: list[dict[str, str]],
+          max_new_tokens: int, concurrency: int) -> list[EvaluationResult]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from app.commands.retrain import PhaseBars
+    from app.interrupts import run_interruptible
+    from app.wiring import PolicyFactory
+    from graphs.policies.base import SamplingParams
+    from training.evaluator import Evaluator
+
+    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=err, transient=True)
+
+    async def main() -> list[EvaluationResult]:
+        try:
+            with err.status("loading models…"):
+                try:
+                    policy_sets = [await factory.policies(specs) for specs in sets]
+                except Exception as exc:  # nothing is logged yet: say what cannot be served
+                    fail(f"could not set up the policies: {exc}")
+            evaluator = Evaluator(engine, game, task_list, settings.seed, options, concurrency,
+                                  say=lambda message: progress.console.print(f"[dim]{message}[/]"),
+                                  progress=PhaseBars(progress))
+            with progress:
+                return [await evaluator(policies, label=_label(specs))
+                        for policies, specs in zip(policy_sets, sets, strict=True)]
+        finally:
+            await factory.aclose()
+
+    try:
+        results = run_interruptible(main())
+    except KeyboardInterrupt:
+        err.print("interrupted: the unfinished evaluation run is marked interrupted and will not be reused")
+        raise typer.Exit(130) from None
+    for result in results:
+        if result.failed:
+            err.print(f"[yellow]{result.failed} of {result.episodes} episode(s) failed[/] in run {result.run_id[:12]}; "
+                      f"the figures count the others (see `sparring episodes list --run {result.run_id} "
+                      "--status failed`); this run will not be reused")
+    return results
+
+
+def _label(specs: dict[str, str]) -> str:
+    return "eval " + " ".join(f"{seat}={spec}" for seat, spec in specs.items())
+
+
+def _percent(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.1f}" if signed else f"{100 * value:.1f}%"
+
+
+def _interval(estimate: Estimate, signed: bool = False) -> str:
+    if estimate.low is None or estimate.high is None:
+        return "-"
+    return f"[{_percent(estimate.low, signed).rstrip('%')}, {_percent(estimate.high, signed).rstrip('%')}]"
+
+
+def _print_one(result: EvaluationResult, specs: dict[str, str], fmt: Format, title: str) -> None:
+    if fmt != Format.table:
+        emit([{"metric": name, **e.to_dict(), "run_id": result.run_id, "reused": result.reused}
+              for name, e in result.metrics.items()], fmt)
+        return
+    rows = [{"metric": name, "value": _percent(e.value), "95% interval": _interval(e), "n": e.n}
+            for name, e in result.metrics.items()]
+    emit(rows, fmt, title=title, caption=_caption(result, specs), console=out)
+
+
+def _caption(result: EvaluationResult, specs: dict[str, str]) -> str:
+    reused = ", reused" if result.reused else ""
+    return f"{' '.join(f'{s}={p}' for s, p in specs.items())} (run {result.run_id[:12]}{reused})"
+
+
+def _print_paired(result: EvaluationResult, baseline: EvaluationResult, specs: dict[str, str],
+                  against: dict[str, str], fmt: Format, title: str) -> None:
+    from evaluation.stats import paired
+
+    comparisons: dict[str, PairedComparison | None] = {
+        name: paired(result.per_task[name], baseline.per_task[name])
+        if result.per_task.get(name) and baseline.per_task.get(name) and
+        set(result.per_task[name]) & set(baseline.per_task[name]) else None
+        for name in result.metrics
+    }
+    if fmt != Format.table:
+        emit([_paired_record(name, result, baseline, comparisons[name]) for name in result.metrics], fmt)
+        return
+    rows = []
+    for name, estimate in result.metrics.items():
+        other, comparison = baseline.metrics.get(name), comparisons[name]
+        rows.append({
+            "metric": name, "value": _percent(estimate.value), "against": _percent(other.value if other else None),
+            "diff (pts) [95%]": "-" if comparison is None else
+            f"{_percent(comparison.difference.value, True)} {_interval(comparison.difference, True)}",
+            "p": None if comparison is None else f"{comparison.p_value:.2g}",
+        })
+    changed = {s: p for s, p in specs.items() if against.get(s) != p}
+    caption = (f"{_caption(result, changed)} against {_caption(baseline, {s: against[s] for s in changed})}; "
+               "diff = value - against, paired by task")
+    emit(rows, fmt, title=title, caption=caption, console=out)
+
+
+def _paired_record(name: str, result: EvaluationResult, baseline: EvaluationResult,
+                   comparison: PairedComparison | None) -> dict[str, Any]:
+    missing = {"value": None, "n": 0, "low": None, "high": None}
+    return {
+        "metric": name, "value": result.metrics[name].to_dict(),
+        "against": baseline.metrics[name].to_dict() if name in baseline.metrics else missing,
+        "difference": comparison.difference.to_dict() if comparison else missing,
+        "better": comparison.better if comparison else None, "worse": comparison.worse if comparison else None,
+        "p_value": comparison.p_value if comparison else None,
+        "run_id": result.run_id, "against_run_id": baseline.run_id,
+    }
+
