@@ -125,8 +125,9 @@ def test_play_list_show_export(db, tmp_path):
     assert unknown.exit_code == 2 and "no episode 'nope' to page after" in unknown.output
 
     shown = invoke("episodes", "show", rows[0]["id"][:10], "--format", "json")
-    episode = json.loads(shown.stdout)[0]
+    episode = json.loads(shown.stdout)  # one object, so `| jq .turns[0]` works
     assert [t["seat"] for t in episode["turns"]] == ["actor", "critic", "actor", "critic"]
+    assert episode["turns"][0]["messages"][-1]["role"] == "user"  # the prompt the turn answered
     assert {r["name"] for r in episode["rewards"]} >= {"correct", "verdict_correct"}
     assert invoke("episodes", "show", rows[0]["id"][:10]).exit_code == 0
     assert invoke("episodes", "show", "zzzz").exit_code == 2
@@ -144,7 +145,7 @@ def _splits(*play_args: str) -> set[str]:
     assert result.exit_code == 0, result.output
     run_id = json.loads(result.stdout.strip().splitlines()[-1])[0]["run_id"]
     rows = json.loads(invoke("episodes", "list", "--run", run_id, "--format", "json").stdout)
-    return {json.loads(invoke("episodes", "show", row["id"], "--format", "json").stdout)[0]["split"] for row in rows}
+    return {json.loads(invoke("episodes", "show", row["id"], "--format", "json").stdout)["split"] for row in rows}
 
 
 def test_a_task_file_is_played_as_evaluation_data_unless_split_train(db, tmp_path):
@@ -224,3 +225,28 @@ def test_episodes_list_policy_is_exact_and_base_means_no_adapter(db):
         assert [row["id"] for row in listed] == [episode_id], name
     assert len(json.loads(invoke("episodes", "list", "--policy", "scripted:echo", "--format", "json").stdout)) == 1
     assert json.loads(invoke("episodes", "list", "--policy", "actor@", "--format", "json").stdout) == []
+
+
+def test_episodes_show_tokens_decoded_beside_their_logprobs(db, tmp_path, monkeypatch):
+    from storage.engine import open_store
+    from storage.recorder import Recorder
+    from tests.factories import episode_start, turn_record
+    from tests.tiny_model import save_tiny_model, tiny_tokenizer
+
+    monkeypatch.setenv("SPARRING_MODEL", str(save_tiny_model(tmp_path / "tiny")))
+    ids = tiny_tokenizer().encode("Answer: 42", add_special_tokens=False)
+    start = episode_start()
+    with Recorder(open_store(db)) as recorder:
+        recorder.episode_started(start)
+        recorder.turn(turn_record(start.id, 0, seat="actor", backend="inprocess", response="Answer: 42",
+                                  completion_token_ids=ids, logprobs=[-0.5 * (i + 1) for i in range(len(ids))]))
+        recorder.turn(turn_record(start.id, 1, seat="critic", backend="scripted", response="ok",
+                                  completion_token_ids=list(b"ok"), logprobs=[0.0, 0.0]))
+    shown = json.loads(invoke("episodes", "show", start.id[:8], "--tokens", "--format", "json").stdout)
+    model_turn, bot_turn = shown["turns"]
+    assert "".join(t["text"] for t in model_turn["tokens"]) == "Answer: 42"
+    assert [t["logprob"] for t in model_turn["tokens"]] == [-0.5 * (i + 1) for i in range(len(ids))]
+    assert bot_turn["tokens"] == [{"id": 111, "text": "o", "logprob": 0.0}, {"id": 107, "text": "k", "logprob": 0.0}]
+    table = invoke("episodes", "show", start.id[:8], "--tokens", "--prompts")
+    assert table.exit_code == 0, table.output
+    assert '"o"' in table.output and "-0.500" in table.output and "logprob" in table.output

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
-from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, out
-from app.output import Format, emit
+from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, out, settings_or_exit, store_or_exit
+from app.output import Format, dumps, emit
 
 episodes_app = typer.Typer(help="Query logged episodes.", no_args_is_help=True)
 
@@ -124,31 +127,58 @@ def episodes_list(
 @episodes_app.command("show")
 def episodes_show(
     episode_id: Annotated[str, typer.Argument(help="Episode id or a unique prefix of it.")],
-    tokens: Annotated[bool, typer.Option(help="Also print token ids and logprobs.")] = False,
+    tokens: Annotated[
+        bool, typer.Option(help="Also show each turn's completion tokens, decoded, beside their logprobs.")
+    ] = False,
+    prompts: Annotated[bool, typer.Option(help="Table: also print the messages each turn was prompted with.")] = False,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
-    """Show one episode turn by turn, with seats, rewards and judgments.
+    """Show one episode turn by turn, with seats, prompts, rewards and judgments.
+
+    `--format json` prints one object: the episode's columns, its task, and its turns with
+    their prompt messages, response, token ids and logprobs (with `--tokens`, also
+    `tokens`: [{id, text, logprob}]), its rewards and judgments.
 
     Examples:
 
     * `sparring episodes show 3f2a9c`
     * `sparring episodes show 3f2a9c --format json | jq .turns[0]`
+    * `sparring episodes show 3f2a9c --tokens`
     """
     from storage.queries import get_episode
 
-    engine = engine_or_exit(db)
+    settings = settings_or_exit(database_url=db)
+    engine = store_or_exit(settings)
     try:
         episode = get_episode(engine, episode_id)
     except KeyError as exc:
         fail(exc.args[0])
+    if tokens:
+        _add_tokens(episode, settings)
     if fmt != Format.table:
-        emit([episode], fmt)
+        sys.stdout.write(dumps(episode) + "\n")
         return
-    _render_episode(episode, tokens)
+    _render_episode(episode, tokens, prompts)
 
 
-def _render_episode(episode: dict, tokens: bool) -> None:
+def _add_tokens(episode: dict, settings) -> None:
+    """Give each turn its decoded tokens (``tokens``), loading the model's tokenizer only if a
+    model turn has token ids."""
+    from functools import cache
+
+    from app.token_view import aligned_tokens, model_decoder
+
+    @cache
+    def decoder():
+        with err.status(f"loading the tokenizer of {settings.model}…"):
+            return model_decoder(settings.model, settings.cache_dir)
+
+    for turn in episode.get("turns", []):
+        turn["tokens"] = aligned_tokens(turn, decoder)
+
+
+def _render_episode(episode: dict, tokens: bool, prompts: bool) -> None:
     from rich.panel import Panel
 
     task = episode.get("task") or {}
@@ -171,15 +201,35 @@ def _render_episode(episode: dict, tokens: bool) -> None:
         extra = rewards_by_turn.get(turn["id"], [])
         if turn.get("parsed") is False:
             extra.append("unparsed")
-        body = turn["response"]
+        if prompts:
+            for message in turn.get("messages") or []:
+                out.print(Text(f"{message.get('role')}: {message.get('content')}", style="dim"))
+        out.print(Panel(Text(turn["response"] or ""), title=header, subtitle=" ".join(extra) or None,
+                        title_align="left"))
         if tokens:
-            body += f"\n\n[dim]token ids {turn['completion_token_ids']}\nlogprobs {turn['logprobs']}[/]"
-        out.print(Panel(body, title=header, subtitle=" ".join(extra) or None, title_align="left"))
+            _render_tokens(turn)
     for j in episode.get("judgments", []):
         out.print(Panel(j["rationale"], title=f"judgment by {j['judge_seat']}: winner {j['winner_seat'] or 'tie'}"))
     episode_rewards = rewards_by_turn.get(None)
     if episode_rewards:
         out.print("episode rewards: " + " ".join(episode_rewards))
+
+
+def _render_tokens(turn: dict) -> None:
+    """The turn's tokens, one row each: position, id, the decoded text (whitespace shown as
+    escapes) and its logprob."""
+    from rich.table import Table
+
+    if not turn["tokens"]:
+        out.print(Text("no token ids were logged for this turn", style="dim"))
+        return
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="dim")
+    for column in ("#", "id", "token", "logprob"):
+        table.add_column(column, justify="left" if column == "token" else "right")
+    for i, token in enumerate(turn["tokens"]):
+        logprob = "-" if token["logprob"] is None else f"{token['logprob']:.3f}"
+        table.add_row(str(i), str(token["id"]), Text(json.dumps(token["text"], ensure_ascii=False)), logprob)
+    out.print(table)
 
 
 def export(
