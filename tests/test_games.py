@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from memory_sink import MemorySink
+from tiny_model import tiny_model, tiny_tokenizer
 
 from graphs.context import EpisodeContext, GameOptions
 from graphs.debate import prompts as debate_prompts
@@ -21,6 +22,7 @@ from graphs.policies.base import (
     GenerationResult,
     SamplingParams,
 )
+from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend, scripted_bot
 from graphs.tasks.base import Task
@@ -539,3 +541,27 @@ def test_a_judge_backend_error_propagates_with_the_judge_as_stage() -> None:
     assert episode.ctx.stage == "judge turn 2"
     assert episode.sink.judgments == []
     assert [r.name for r in episode.sink.rewards] == ["correct", "correct"]
+
+
+def test_every_critic_turn_of_a_tiny_in_process_model_has_a_verdict() -> None:
+    """A random 2-layer model writes no readable verdict on its own; the constrained line gives
+    every critique one, and its token ids and logprobs cover the whole response."""
+    tokenizer = tiny_tokenizer()
+    backend = InProcessBackend(tiny_model(tokenizer), tokenizer, model_name="tiny")
+    critics = []
+    try:
+        for seed, temperature in ((1, 0.0), (2, 1.0), (3, 1.0)):
+            episode = Episode(REFLECTION, TASK, {"actor": backend, "critic": backend}, GameOptions(turns=2))
+            episode.ctx.seed = seed
+            sampling = SamplingParams(temperature=temperature, max_new_tokens=6)
+            episode.ctx.policies = {seat: Policy(backend, sampling) for seat in ("actor", "critic")}
+            critics += [t for t in episode.play().sink.turns if t.seat == "critic"]
+    finally:
+        asyncio.run(backend.aclose())
+    assert len(critics) >= 3
+    for turn in critics:
+        assert turn.parsed_value in ("correct", "incorrect")
+        assert turn.response.rsplit("\n", 1)[-1] == f"Verdict: {turn.parsed_value}"
+        assert turn.sampling["final_choice"]["constrained"] is True
+        assert len(turn.logprobs) == len(turn.completion_token_ids)
+        assert tokenizer.decode(turn.completion_token_ids) == turn.response

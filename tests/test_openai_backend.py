@@ -17,7 +17,14 @@ from app.cli import app
 from app.settings import load_settings
 from app.wiring import PolicyFactory, SeatSpecError, parse_seat_specs
 from graphs.games import get_game
-from graphs.policies.base import BackendError, GenerationRequest, SamplingParams, UnknownAdapterError
+from graphs.policies.base import (
+    BackendError,
+    Choice,
+    ChoiceUnsupportedError,
+    GenerationRequest,
+    SamplingParams,
+    UnknownAdapterError,
+)
 from graphs.policies.openai_backend import OpenAIBackend, RetryPolicy, with_retries
 from storage.engine import open_store
 from storage.models import Episode, EpisodePayload, Turn, TurnPayload
@@ -305,3 +312,40 @@ def test_one_failed_request_fails_its_episode_and_the_batch_goes_on(tmp_path, mo
         turns = conn.execute(select(Turn.backend, Turn.served_by, TurnPayload.completion_token_ids)
                              .join(TurnPayload, TurnPayload.turn_id == Turn.id).where(Turn.seat == "actor")).all()
     assert turns == [("openai", "bundled", [100, 101])] * 2
+
+
+# --- constrained choice -------------------------------------------------------------------
+
+
+def test_a_choice_request_asks_vllm_for_a_guided_choice_after_the_prefix(double):
+    double.choose = 1
+    choice = Choice((" correct", " incorrect"), prefix="Step two is off.\nVerdict:")
+    request = GenerationRequest([{"role": "user", "content": "Check 3 + 4 = 8."}], SamplingParams(0.0), choice=choice)
+    result = asyncio.run(backend(double.url).generate(request))
+
+    body = chats(double)[-1]
+    assert body["structured_outputs"] == {"choice": [" correct", " incorrect"]}
+    assert (body["continue_final_message"], body["add_generation_prompt"], body["prompt_logprobs"]) == (True, False, 0)
+    assert body["messages"][-1] == {"role": "assistant", "content": "Step two is off.\nVerdict:"}
+    assert "stop" not in body and body["top_p"] == 1.0
+    tokenized = [b for path, b in double.requests if path == "/tokenize"]
+    assert tokenized == [{"model": "bundled", "messages": request.messages, "add_generation_prompt": True}]
+    assert (result.chosen, result.text) == (" incorrect", "Step two is off.\nVerdict: incorrect")
+    assert result.prompt_token_ids == [1, 2, 3]
+    assert result.completion_token_ids == [200, 201, 202, 203, 204, 100]  # the prefix (5 words), the option
+    assert result.logprobs == [-0.25] * 5 + [-0.5]
+
+
+def test_a_choice_the_server_ignores_is_an_error(double):
+    double.chat = lambda body: VllmDouble.chat(double, {k: v for k, v in body.items() if k != "structured_outputs"})
+    request = GenerationRequest([{"role": "user", "content": "hi"}], choice=Choice(("A", "B")))
+    with pytest.raises(BackendError, match="not one of"):
+        asyncio.run(backend(double.url).generate(request))
+
+
+def test_a_plain_openai_api_cannot_constrain_a_choice(double):
+    plain = OpenAIBackend(base_url=double.url, model_name="bundled", vllm=False, retry=FAST)
+    request = GenerationRequest([{"role": "user", "content": "hi"}], choice=Choice(("A", "B")))
+    with pytest.raises(ChoiceUnsupportedError, match="SPARRING_BACKEND=vllm"):
+        asyncio.run(plain.generate(request))
+    assert chats(double) == []

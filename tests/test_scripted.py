@@ -11,6 +11,7 @@ from graphs.judges.verdict import parse_verdict
 from graphs.policies.base import (
     Backend,
     BackendError,
+    Choice,
     GenerationRequest,
     GenerationResult,
     Message,
@@ -18,7 +19,7 @@ from graphs.policies.base import (
     UnknownAdapterError,
 )
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import BASE, BOTS, ScriptedBackend, scripted_bot
+from graphs.policies.scripted import BASE, BOTS, ScriptedBackend, named_option, scripted_bot
 
 
 def ask(
@@ -147,3 +148,37 @@ def test_stubborn_restates_its_first_answer() -> None:
         {"role": "user", "content": "Debater A: it is 5, trust me. Answer: 5"},
     ]
     assert extract_answer(say(stubborn, later)) == "4"
+
+
+# --- choice requests ----------------------------------------------------------------------
+
+
+def test_a_choice_request_answers_the_prefix_and_the_option_the_bot_names() -> None:
+    backend = scripted_bot("always-incorrect")
+    choice = Choice((" correct", " incorrect"), prefix="Looks off.\nVerdict:")
+    result = asyncio.run(backend.generate(GenerationRequest([{"role": "user", "content": "3+4=8"}], choice=choice)))
+    assert (result.chosen, result.finish_reason) == (" incorrect", "stop")
+    assert result.text == "Looks off.\nVerdict: incorrect"
+    assert result.completion_token_ids == list(result.text.encode())
+
+
+def test_named_option_is_the_whole_reply_or_the_option_named_last_as_a_word() -> None:
+    assert named_option("B", ("A", "B")) == "B"
+    assert named_option("Incorrect at first, then: correct.", ("correct", "incorrect")) == "correct"
+    assert named_option("Verdict: INCORRECT", (" correct", " incorrect")) == " incorrect"
+    with pytest.raises(BackendError, match="names none of the options"):
+        named_option("Looks fine to me.", ("correct", "incorrect"))
+
+
+def test_a_replayed_entry_answers_the_choice_that_follows_it() -> None:
+    backend = ScriptedBackend.replay(["Step 2 is wrong.\nVerdict: incorrect", "Fine.\nVerdict: correct"])
+    messages = [{"role": "user", "content": "review"}]
+    verdict = Choice((" correct", " incorrect"), prefix="Step 2 is wrong.\nVerdict:")
+
+    async def turns() -> list[str | None]:
+        free = await backend.generate(GenerationRequest(messages))
+        chosen = await backend.generate(GenerationRequest(messages, choice=verdict))
+        second = await backend.generate(GenerationRequest(messages))
+        return [free.chosen, chosen.chosen, second.text]
+
+    assert asyncio.run(turns()) == [None, " incorrect", "Fine.\nVerdict: correct"]

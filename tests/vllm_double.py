@@ -4,6 +4,9 @@ It answers in the shapes that vLLM 0.32 gives (checked against a real server in
 tests/test_vllm.py): ``token_ids``/``stop_reason`` on the choice and ``prompt_token_ids`` on
 the response when ``return_token_ids`` is asked for, errors as ``{"error": {"message", "type",
 "code"}}``, the runtime LoRA endpoints, and LoRA adapters in /v1/models with ``parent``/``root``.
+A guided choice (``structured_outputs.choice``) answers the option at index ``choose``; a
+continued assistant message (``continue_final_message``) adds one prompt id per word, with
+``prompt_logprobs`` when asked; ``POST /tokenize`` answers the chat prompt's ids.
 Stopping it and starting another on the same port is a server restart: adapters are forgotten.
 """
 
@@ -18,6 +21,8 @@ from typing import Any
 
 EOS = 2
 BASE = "bundled"
+PROMPT_IDS = (1, 2, 3)
+"""The ids of every chat prompt (what /tokenize answers, and the start of prompt_token_ids)."""
 
 
 def free_port() -> int:
@@ -36,6 +41,7 @@ class VllmDouble:
         self.reply = reply
         self.failures: list[int] = []
         self.answer_model: str | None = None
+        self.choose = 0
         self.loras: dict[str, str] = {}
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self._server: ThreadingHTTPServer | None = None
@@ -70,10 +76,14 @@ class VllmDouble:
         model = body["model"]
         if model != self.base and model not in self.loras:
             return 404, _error(f"The model `{model}` does not exist. Valid aliases: {self.base}.", "NotFoundError", 404)
-        ids = [100 + i for i in range(len(self.reply.split()))] + [EOS]
+        reply = self.reply
+        options = (body.get("structured_outputs") or {}).get("choice")
+        if options is not None:
+            reply = options[self.choose]  # the option a guided choice picks (``choose``: its index)
+        ids = [100 + i for i in range(len(reply.split()))] + [EOS]
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": self.reply},
+            "message": {"role": "assistant", "content": reply},
             "logprobs": {"content": [{"token": str(t), "logprob": -0.5, "top_logprobs": []} for t in ids]},
             "finish_reason": "stop",
         }
@@ -86,8 +96,18 @@ class VllmDouble:
         }
         if body.get("return_token_ids"):
             choice.update(token_ids=ids, stop_reason=None)
-            response["prompt_token_ids"] = [1, 2, 3]
+            response["prompt_token_ids"] = list(PROMPT_IDS)
+        if body.get("continue_final_message"):  # the last (assistant) message is continued: its words are prompt
+            continued = [200 + i for i in range(len(body["messages"][-1]["content"].split()))]
+            response["prompt_token_ids"] = list(PROMPT_IDS) + continued
+            if body.get("prompt_logprobs") is not None:
+                entries = [{str(t): {"logprob": -0.25, "rank": 1}} for t in response["prompt_token_ids"]]
+                response["prompt_logprobs"] = [None, *entries[1:]]
         return 200, response
+
+    def tokenize(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """vLLM's POST /tokenize (beside /v1): the chat prompt's ids."""
+        return 200, {"count": len(PROMPT_IDS), "max_model_len": 2048, "tokens": list(PROMPT_IDS)}
 
     def load(self, body: dict[str, Any]) -> tuple[int, Any]:
         name, path = body["lora_name"], body["lora_path"]
@@ -110,7 +130,12 @@ def _error(message: str, kind: str, code: int) -> dict[str, Any]:
 
 
 def _handler(double: VllmDouble) -> type[BaseHTTPRequestHandler]:
-    posts = {"/v1/chat/completions": "chat", "/v1/load_lora_adapter": "load", "/v1/unload_lora_adapter": "unload"}
+    posts = {
+        "/v1/chat/completions": "chat",
+        "/v1/load_lora_adapter": "load",
+        "/v1/unload_lora_adapter": "unload",
+        "/tokenize": "tokenize",
+    }
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
