@@ -138,8 +138,8 @@ def train(
 ) -> None:
     """Train a LoRA adapter for one role and publish it as a candidate version.
 
-    The adapter continues from the role's active version unless `--fresh`. Promote it with
-    `sparring adapters promote ROLE@vN`.
+    The adapter continues from the role's active version unless `--fresh`. Deploy it with
+    `sparring deploy ROLE`, which gates it against the active version on held-out tasks.
 
     Examples:
 
@@ -250,8 +250,8 @@ def train(
     )
     if fmt == Format.table:
         err.print(
-            f"published {result.adapter.name} as a candidate; promote it with "
-            f"`sparring adapters promote {result.adapter.name}`"
+            f"published {result.adapter.name} as a candidate; gate and deploy it with "
+            f"`sparring deploy {role} --candidate {result.adapter.name}`"
         )
 
 
@@ -375,5 +375,7 @@ def deploy(
         "baseline_value": result.baseline_value,
         "margin": result.margin,
         "decision": "promoted" if result.promoted else "rejected",
+        "reason": result.reason,
     }
-    emit([row], fmt, title=f"deploy {role}", console=out)
+    emit([row], fmt, columns=["candidate", "baseline", "metric", "decision"], title=f"deploy {role}",
+         caption=result.reason, console=out)  # the figures are in the reason; json has every key
