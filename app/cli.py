@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from app.commands import adapters, episodes, eval_cmd, play, retrain, settings_cmd, training, vllm_cmd
+from app import quiet
+from app.commands import adapters, episodes, eval_cmd, play, report, retrain, settings_cmd, training, vllm_cmd
 
 app = typer.Typer(
     help="sparring: train language-model agents by letting them play games and debates.\n\n"
@@ -19,6 +22,7 @@ for command in (
     training.train,
     training.deploy,
     retrain.retrain,
+    report.report,
     settings_cmd.settings,
     vllm_cmd.vllm,
 ):
@@ -29,8 +33,22 @@ app.add_typer(training.datasets_app, name="datasets")
 app.add_typer(adapters.adapters_app, name="adapters")
 
 
+@app.callback()
+def start(
+    ctx: typer.Context,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show library warnings and progress bars here instead of in "
+                     "SPARRING_DATA_DIR/sparring.log."),
+    ] = False,
+) -> None:
+    """Set the console up once, before a command runs (library noise to the log file)."""
+    if isinstance(ctx.obj, quiet.StartUp) and not verbose:
+        quiet.quiet_console(quiet.log_path())
+
+
 def main() -> None:
-    app()
+    app(obj=quiet.StartUp())
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@ from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS
 
 SEAT_SPEC_HELP = (
-    "SEAT=SPEC, repeatable. SPEC is 'model' (the configured base model with the seat's active adapter, "
+    "SEAT=SPEC, repeatable. SPEC: model, model:base, model:ROLE@vN, openai:MODEL, scripted:BOT or "
+    "verifier (README: Games)."
+)
+SEAT_SPEC_DETAILS = (
+    "SPEC is 'model' (the configured base model with the seat's active adapter, "
     "if its role has one; served in-process or by vLLM, per SPARRING_BACKEND), 'model:base' (no adapter), "
     "'model:ROLE@vN' (a registered adapter version), 'openai:MODEL' (a model of the OpenAI-compatible API at "
     "SPARRING_OPENAI_BASE_URL, e.g. openai:gpt-4o-mini), 'scripted:BOT' (a rule-based bot: echo, calculator, "
@@ -54,7 +58,7 @@ def _checked(game: GameSpec, seat: str, spec: str, where: str) -> str:
     if spec == "verifier" and game.seat(seat).kind != "judge":
         raise SeatSpecError(f"{where}: only judge seats can be 'verifier'")
     if spec not in ("model", "verifier") and not spec.startswith(("scripted:", "model:", "openai:")):
-        raise SeatSpecError(f"{where}: unknown policy {spec!r}. {SEAT_SPEC_HELP}")
+        raise SeatSpecError(f"{where}: unknown policy {spec!r}. {SEAT_SPEC_DETAILS}")
     if spec.startswith("scripted:") and spec.removeprefix("scripted:") not in BOTS:
         raise SeatSpecError(f"{where}: unknown scripted bot; built-in bots: {', '.join(BOTS)}")
     if spec == "openai:":

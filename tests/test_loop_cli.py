@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import matplotlib.image
 import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
@@ -24,6 +25,7 @@ from storage.engine import open_store
 from storage.models import Episode, Run, TrainingJob
 from storage.queries import EpisodeFilter, iter_turns
 from ctrl_c import default_sigint
+from model_logs import as_model_turns
 from tiny_model import save_tiny_model
 
 runner = CliRunner()
@@ -48,8 +50,9 @@ def test_play_train_promote_play_rollback(env):
     tasks = env / "sums.jsonl"
     tasks.write_text("".join(json.dumps({"question": f"What is {a} + {a + 3}?", "answer": f"#### {2 * a + 3}"}) + "\n"
                              for a in range(12)))
-    cli("play", "math-reflection", "-n", "12", "--turns", "1", "--tasks", str(tasks), "--format", "json",
-        "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    cli("play", "math-reflection", "-n", "12", "--turns", "1", "--tasks", str(tasks), "--split", "train",
+        "--format", "json", "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor")
     built = json.loads(cli("datasets", "build", "sft", "--role", "actor", "--format", "json"))[0]
     assert built["rows"] > 0
 
@@ -97,15 +100,20 @@ def test_retrain_round_trains_gates_and_reports(env):
     tasks.write_text("".join(json.dumps({"question": f"What is {a} + 5?", "answer": f"#### {a + 5}"}) + "\n"
                              for a in range(8)))
     # earlier logs with right answers and right verdicts, as a better policy would have left them
-    cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks),
+    cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor", "critic")
     out = cli("retrain", "--tasks", str(tasks), "--once", "--every-episodes", "4", "--samples", "2",
               "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1", "--format", "json")
     rounds, report = (json.loads(line) for line in out.strip().splitlines()[-2:])
     assert [(r["round"], r["role"]) for r in rounds] == [(1, "actor"), (1, "critic")]
     assert all(r["status"] in ("promoted", "rejected") and r["rows"] > 0 for r in rounds), rounds
     assert {r["candidate"] for r in rounds} == {"actor@v1", "critic@v1"}
-    assert [m["metric"] for m in report] == ["pass@turn-1", "pass@final-turn", "majority@N", "critic_accuracy"]
+    assert [m["metric"] for m in report] == ["pass@turn-1", "pass@final-turn", "majority@N", "refinement_gain",
+                                             "critic_balanced_accuracy", "critic_unparsed_rate"]
+    assert all(set(m) == {"metric", "before", "round 1"} and m["before"]["n"] == 2 for m in report), report
+    curve = matplotlib.image.imread(env / "loop-learning-curve.png")  # beside the store
+    assert curve[..., :3].std() > 0.05
 
     # the next round reads only what is new: the tiny model's own episodes give no correct rows
     again = cli("retrain", "--tasks", str(tasks), "--once", "--every-episodes", "4", "--samples", "2",
@@ -171,8 +179,9 @@ def test_ctrl_c_while_retrain_trains_stops_the_trainer_process_at_once(env):
     tasks = env / "sums.jsonl"
     tasks.write_text("".join(json.dumps({"question": f"What is {a} + 5?", "answer": f"#### {a + 5}"}) + "\n"
                              for a in range(8)))
-    cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks),
+    cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor")
     command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--roles", "actor", "--tasks", str(tasks),
                "--every-episodes", "2", "--samples", "1", "-c", "2", "--turns", "1", "--max-new-tokens", "4",
                "--max-steps", "100000", "--no-report", "--seat", "critic=scripted:always-correct"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,7 +13,13 @@ from app.interrupts import run_interruptible
 from app.output import Format, emit
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
 
-REPORT_METRICS = ("pass@turn-1", "pass@final-turn", "majority@N", "critic_accuracy")
+if TYPE_CHECKING:
+    from evaluation.stats import Estimate
+
+REPORT_METRICS = ("pass@turn-1", "pass@final-turn", "majority@N", "refinement_gain", "critic_balanced_accuracy",
+                  "critic_unparsed_rate")
+LEARNING_CURVE = "learning-curve.png"
+"""beside the store: next to a SQLite file (store.db -> store-learning-curve.png), else in the data directory"""
 
 
 class PhaseBars:
@@ -155,24 +162,39 @@ def retrain(
     except KeyboardInterrupt:
         err.print("interrupted: every committed episode, dataset and adapter is kept")
         raise typer.Exit(130) from None
+    from evaluation.report import figure_path
+
+    _print_rounds(outcomes, fmt)
+    if figures:
+        _print_learning(figures, fmt, f"held-out {spec.name}: {len(reported)} tasks, greedy, {turns} turns",
+                        figure_path(settings.database_url, settings.data_dir, LEARNING_CURVE))
+
+
+def _print_rounds(outcomes: list[Any], fmt: Format) -> None:
     rows = [
-        {
-            "round": o.round,
-            "episodes": o.episodes,
-            "role": r.role,
-            "status": r.status,
-            "rows": r.rows,
-            "candidate": r.candidate,
-            "detail": r.detail,
-            "seconds": round(o.seconds),
-        }
+        {"round": o.round, "episodes": o.episodes, "role": r.role, "status": r.status, "rows": r.rows,
+         "candidate": r.candidate, "detail": r.detail, "seconds": round(o.seconds)}
         for o in outcomes
         for r in o.roles
     ]
-    columns = ["round", "episodes", "role", "status", "rows", "candidate", "detail", "seconds"]
-    emit(rows, fmt, columns=columns, title="retrain rounds", console=out)
-    if figures:
-        table = [{"metric": m, **{stage: f[m].format() if m in f else None for stage, f in figures.items()}}
-                 for m in REPORT_METRICS if m in figures["before"]]
-        emit(table, fmt, columns=["metric", *figures], console=out,
-             title=f"held-out {spec.name}: {len(reported)} tasks, greedy, {turns} turns")
+    caption = "\n".join(f"round {o.round}: {o.episodes} training episodes, {round(o.seconds)} s" for o in outcomes)
+    emit(rows, fmt, columns=["round", "role", "status", "rows", "candidate", "detail"], title="retrain rounds",
+         caption=caption, console=out)
+
+
+def _print_learning(figures: dict[str, dict[str, Estimate]], fmt: Format, title: str, png: Path) -> None:
+    """The before/after table (json: every stage) and the learning curve (every stage) beside the store."""
+    from evaluation.plots import metric_panels
+
+    stages = list(figures)
+    metrics = [m for m in REPORT_METRICS if any(m in f for f in figures.values())]
+    if fmt != Format.table:
+        emit([{"metric": m, **{s: f[m].to_dict() if m in f else None for s, f in figures.items()}} for m in metrics],
+             fmt)
+    else:
+        shown = stages if len(stages) <= 2 else [stages[0], stages[-1]]
+        emit([{"metric": m, **{s: figures[s][m].format() if m in figures[s] else None for s in shown}}
+              for m in metrics], fmt, columns=["metric", *shown], title=title, console=out,
+             caption=None if shown == stages else f"every round: {png}")
+    metric_panels(stages, {m: [f.get(m) for f in figures.values()] for m in metrics}, png, title)
+    err.print(f"learning curve (each metric per round, 95% intervals): {png}", highlight=False)
