@@ -9,7 +9,8 @@ math-reflection, on the actor's answers checked against the truth (reward ``corr
 pass@turn-1 (first answer right), pass@final-turn (last answer), majority@N (the most frequent
 parsed answer; ties go to the latest), pass@any-turn, refinement_gain (final minus first, per
 task) and the flips wrong->right and right->wrong (share of tasks). On the critic's verdicts
-(its turn's ``parsed_value``: "correct", "incorrect" or None when unreadable), each checked
+(its turn's ``parsed_value``: "correct", "incorrect" or None when unreadable, which only a
+backend that cannot constrain the verdict line leaves), each checked
 against the correctness of the answer it reviewed (the actor's latest answer before it; read
 from the actor's reward, so it does not matter whether an unreadable verdict has a reward row):
 critic_balanced_accuracy (mean of the recall on right answers and on wrong answers; an

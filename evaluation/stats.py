@@ -5,7 +5,8 @@ interval. Pass rates use the Wilson score interval (sound at the 0% and 100% end
 normal approximation); means of other outcomes use a seeded percentile bootstrap. A
 comparison of two versions is paired by task: the difference of their means with a paired
 bootstrap interval, and for pass/fail outcomes McNemar's exact test on the discordant tasks
-(the ones only one version solved), which is what a paired pass-rate comparison needs.
+(the ones only one version solved), which is what a paired pass-rate comparison needs. A
+mean of two proportions (a balanced accuracy) gets the MOVER interval built from theirs.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from evaluation.metrics import run_estimates, run_metrics
 from evaluation.stats import paired, wilson
 from graphs.context import GameOptions
 from graphs.games import get_game
+from graphs.policies.base import ChoiceUnsupportedError
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend, scripted_bot
 from graphs.runner import play
@@ -54,8 +55,17 @@ def right_then_wrong(messages, request) -> str:
     return "Answer: -1" if refining else f"Answer: {_addend(messages) + 7}"
 
 
-def mumble(messages, request) -> str:
-    return "Hmm, let me think about it."
+class Mumbler(ScriptedBackend):
+    """A critic states no verdict, on a backend that cannot constrain its last line (a plain
+    OpenAI-compatible API): the only way a verdict can still be unreadable."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda messages, request: "Hmm, let me think about it.", bot_name="mumble")
+
+    async def generate(self, request):
+        if request.choice is not None:
+            raise ChoiceUnsupportedError("this backend cannot constrain a response")
+        return await super().generate(request)
 
 
 def _played(engine, game, policies, options, tasks=TASKS):
@@ -119,7 +129,7 @@ def test_a_perfect_critic_scores_one_and_unreadable_verdicts_count_as_misses(eng
     assert perfect.metrics["critic_balanced_accuracy"].value == 1.0
     assert perfect.metrics["critic_balanced_accuracy"].low > 0.5
     mute = run_estimates(engine, _played(engine, REFLECTION, {"actor": _bot("even-only", even_only),
-                                                              "critic": _bot("mumble", mumble)},
+                                                              "critic": Policy(Mumbler())},
                                          GameOptions(turns=1)))
     assert mute.metrics["critic_unparsed_rate"] == wilson(8, 8)
     assert mute.metrics["critic_balanced_accuracy"].value == 0.0
