@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
 from app.output import Format, emit
+from app.progress import progress as progress_display
 from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ class _Bar:
 
     def __init__(self, game: str, total: int, *, transient: bool) -> None:
         self.counts = {"ok": 0, "bad": 0}
-        self.progress = Progress(
+        self.progress = progress_display(
             TextColumn(f"[bold]{game}[/]"),
             BarColumn(),
             MofNCompleteColumn(),

@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
 from app.interrupts import run_interruptible
 from app.output import Format, emit
+from app.progress import progress as progress_display
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def retrain(
     engine = store_or_exit(settings)
     factory = PolicyFactory(settings, SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens), engine)
     total_rounds = 1 if once else rounds
-    progress = Progress(
+    progress = progress_display(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     )
     bars = PhaseBars(progress)

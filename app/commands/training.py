@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
 from app.interrupts import run_interruptible
 from app.output import Format, emit
+from app.progress import progress as progress_display
 from app.settings import Settings
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
 
@@ -206,7 +207,7 @@ def train(
                 parent_adapter=parent.path if parent else None, progress=None, dataset_snapshot_id=snapshot_id,
             )
         return
-    progress = Progress(
+    progress = progress_display(
         TextColumn(f"[bold]train {kind} {role}[/]"),
         BarColumn(),
         MofNCompleteColumn(),
