@@ -250,3 +250,13 @@ def test_episodes_show_tokens_decoded_beside_their_logprobs(db, tmp_path, monkey
     table = invoke("episodes", "show", start.id[:8], "--tokens", "--prompts")
     assert table.exit_code == 0, table.output
     assert '"o"' in table.output and "-0.500" in table.output and "logprob" in table.output
+
+
+def test_play_help_keeps_seat_short():
+    result = runner.invoke(app, ["play", "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if "--seat" in line)
+    end = next(i for i in range(start + 1, len(lines)) if "--temperature" in lines[i])
+    assert end - start <= 10, "\n".join(lines[start:end])
+    assert all(len(line) <= 80 for line in lines)
