@@ -260,3 +260,15 @@ def test_play_help_keeps_seat_short():
     end = next(i for i in range(start + 1, len(lines)) if "--temperature" in lines[i])
     assert end - start <= 10, "\n".join(lines[start:end])
     assert all(len(line) <= 80 for line in lines)
+
+
+def test_adapters_show_of_a_version_that_does_not_exist(db):
+    for name in ("actor@v0", "actor@v3"):
+        result = invoke("adapters", "show", name)
+        assert result.exit_code == 2 and f"no adapter version is named '{name}'" in words(result), result.output
+    assert "not an adapter version name" in words(invoke("adapters", "show", "actor-v3"))
+
+
+def test_train_points_at_deploy_not_at_promote():
+    help_text = " ".join(invoke("train", "--help").output.split())
+    assert "sparring deploy ROLE" in help_text and "adapters promote" not in help_text

@@ -628,6 +628,17 @@ def test_builds_read_the_train_split_only_unless_forced(store: Engine, tmp_path:
     assert {r["episode_id"] for r in rows_of(every.path)} == {trained.id, *(p.id for p in evaluated.values())}
 
 
+def test_an_empty_reward_build_says_why(store: Engine, tmp_path: Path) -> None:
+    with Recorder(store) as rec:
+        for minute in range(3):
+            play_math(rec, "t1", ["5"], ["correct"], minute=minute)
+    with pytest.raises(EmptyDatasetError, match=r"none of the 3 critic turns read was checked against a ground truth"):
+        build(store, "reward", "critic", tmp_path)
+    with pytest.raises(EmptyDatasetError, match="all 3 answers read were correct") as raised:
+        build(store, "reward", "actor", tmp_path)
+    assert "play more episodes" not in str(raised.value)
+
+
 def test_latest_watermark_reads_only_new_episodes(store: Engine, tmp_path: Path) -> None:
     with Recorder(store) as rec:
         old = [play_math(rec, "t1", ["6", "5"], ["incorrect", "correct"], minute=m) for m in (0, 1)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -443,7 +444,8 @@ def _pick(versions: Sequence[AdapterRecord], role: str, name: str) -> AdapterRec
 
 
 def _role_of(name: str) -> str:
-    match = NAME_PATTERN.fullmatch(name)
+    # ROLE@v0 or ROLE@v007 is no version's name, but it names a role: "no such version", not "invalid name"
+    match = NAME_PATTERN.fullmatch(name) or re.fullmatch(rf"(?P<role>{ROLE_PATTERN.pattern})@v[0-9]+", name)
     if match is None:
         raise UnknownVersionError(f"{name!r} is not an adapter version name: expected ROLE@vN, e.g. critic@v3")
     return match["role"]

@@ -80,6 +80,11 @@ class Builder(ABC, Generic[OptionsT]):
         """Rows that needed every episode of the build (groups, normalisation, balance)."""
         return ()
 
+    def why_empty(self) -> str | None:
+        """After a build that made no row from the episodes it read: why, when more episodes
+        of the same kind would not help (None: play more)."""
+        return None
+
     def role_turns(self, episode: EpisodeLog) -> list[LoggedTurn]:
         """The turns of the episode that rows are made from: the role's selected turns."""
         return [turn for turn in episode.turns if turn.selected]

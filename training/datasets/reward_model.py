@@ -115,6 +115,23 @@ class BalancedRewardRows(Builder[RewardOptions]):
             )
         return ()
 
+    def why_empty(self) -> str | None:
+        role = self.context.role
+        if not self._answers and self.skipped["no_ground_truth"]:
+            return (
+                f"none of the {self.skipped['no_ground_truth']} {role} turns read was checked against a ground "
+                f"truth (no {CORRECT!r} reward): their tasks have no answer, or {role} does not answer the task "
+                "(in math-reflection the actor does). Play tasks that have answers (arithmetic, a GSM8K or MATH "
+                "file) with a model in that seat"
+            )
+        if self._answers and len({answer.correct for answer in self._answers}) == 1:
+            which = "correct" if self._answers[0].correct else "incorrect"
+            return (
+                f"all {len(self._answers)} answers read were {which}, and the rows pair or balance correct with "
+                "incorrect answers: play harder (or easier) tasks, or at a higher temperature"
+            )
+        return None
+
     def finish(self) -> Iterator[Row]:
         try:
             if self.options.format == "labelled":

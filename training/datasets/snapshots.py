@@ -322,6 +322,9 @@ def _empty_message(
     read = f"{tracker.episodes} succeeded episodes and {tracker.turns} model turns of {role} read"
     if builder.skipped:
         read += "; left out: " + ", ".join(f"{reason}={n}" for reason, n in sorted(builder.skipped.items()))
+    cause = builder.why_empty() if tracker.episodes else None
+    if cause:
+        return f"no rows for role {role} since {start} ({where}; {read}): {cause}"
     hint = f"play more episodes with `sparring play {game} --episodes 32`"
     if builder.needs_samples():
         hint += " (this kind compares samples of one state: add `--samples 4`)"
