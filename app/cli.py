@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from app import quiet
-from app.commands import adapters, episodes, eval_cmd, play, report, retrain, settings_cmd, training, vllm_cmd
+from app.commands import adapters, episodes, eval_cmd, play, report, retrain, serve, settings_cmd, training, vllm_cmd
 
 app = typer.Typer(
     help="sparring: train language-model agents by letting them play games and debates.\n\n"
@@ -23,6 +23,7 @@ for command in (
     training.deploy,
     retrain.retrain,
     report.report,
+    serve.serve,
     settings_cmd.settings,
     vllm_cmd.vllm,
 ):

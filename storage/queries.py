@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Engine, Select, exists, func, select
 
 from storage.models import Episode, EpisodePayload, Judgment, Reward, Run, Turn, TurnPayload
+from storage.search import episode_has_text
 
 _E = Episode.__table__
 _EP = EpisodePayload.__table__
@@ -69,6 +70,8 @@ class EpisodeFilter:
     max_reward: float | None = None
     since: datetime | None = None
     until: datetime | None = None
+    text: str | None = None
+    """words that a turn's prompt or response contains (storage.search; SearchError when it has no word)"""
 
 
 @dataclass
@@ -108,6 +111,8 @@ def _conditions(flt: EpisodeFilter) -> _Conditions:
         c.episode.append(_E.c.started_at >= flt.since)
     if flt.until is not None:
         c.episode.append(_E.c.started_at < flt.until)
+    if flt.text is not None:
+        c.episode.append(episode_has_text(flt.text))
     if flt.seat is not None:
         c.turn.append(_T.c.seat == flt.seat)
     if flt.policy is not None:

@@ -1,0 +1,53 @@
+"""`sparring serve`: the web viewer and JSON API over the store."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from app.commands.common import DbOption, err, fail, settings_or_exit
+from app.commands.settings_cmd import mask_url
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind. Other than loopback needs SPARRING_API_TOKEN.")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8765,
+    db: DbOption = None,
+) -> None:
+    """Browse the logs in a web browser, or read them as JSON: episodes (filters, full-text
+    search, live updates), each episode turn by turn, two policies compared on one task, the
+    lineage of adapter versions and the learning curves. Read-only.
+
+    The API is under /api (schema: /api/openapi.json). Bound to 127.0.0.1 by default; to bind
+    another address, set SPARRING_API_TOKEN (16+ characters): programs send it as
+    `Authorization: Bearer TOKEN`, browsers open any page once with `?token=TOKEN`.
+
+    Examples:
+
+    * `sparring serve`   (then open http://127.0.0.1:8765)
+    * `sparring serve --port 9000 --db postgresql+psycopg://me@db:5432/sparring`
+    * `SPARRING_API_TOKEN=$(python -c 'import secrets; print(secrets.token_urlsafe(32))') sparring serve --host 0.0.0.0`
+    * `curl -s 'http://127.0.0.1:8765/api/episodes?status=failed&q=division' | jq '.items[].id'`
+    """
+    import uvicorn
+
+    from app.server.app import create_app
+    from app.server.security import TOKEN_SETTING, BindError, check_bind
+
+    settings = settings_or_exit(database_url=db)
+    token = os.environ.get(TOKEN_SETTING) or None
+    try:
+        check_bind(host, token)
+    except BindError as exc:
+        fail(str(exc))
+    app = create_app(settings.database_url, token=token)
+    try:
+        app.state.store.engine()
+    except Exception as exc:  # the server still starts: pages answer 503 with the cause until the database is back
+        err.print(f"[yellow]warning:[/] {exc}", highlight=False)
+    shown = f"[{host}]" if ":" in host else host
+    err.print(f"serving {mask_url(settings.database_url)} at http://{shown}:{port} (Ctrl-C stops)", highlight=False)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,146 @@
+"""Query parameters of the episode lists (API and pages alike) to a checked EpisodeFilter.
+
+Every parameter arrives as text (an HTML form sends empty fields as ``name=``, which means
+"no filter") and is checked here, so that a malformed one is a 400 that names it and says
+what it accepts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from functools import cache
+from typing import Annotated
+
+from fastapi import Query
+from sqlalchemy import Engine
+
+from storage.queries import SORT_KEYS, EpisodeFilter, resolve_run_id
+from storage.records import EpisodeStatus
+from storage.search import SearchError, check_search
+
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+
+
+class BadParameter(ValueError):
+    """A query parameter that cannot be used; ``name`` is the parameter."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+
+
+@dataclass
+class EpisodeQuery:
+    flt: EpisodeFilter
+    sort: str = "-started_at"
+    limit: int = DEFAULT_LIMIT
+    after: str | None = None
+    count: bool = True
+    given: dict[str, str] = field(default_factory=dict)
+    """the parameters given (non-empty), to build links that keep them"""
+
+    def with_run(self, engine: Engine) -> EpisodeQuery:
+        """The query with its run given as a unique id prefix resolved to the run's id."""
+        if self.flt.run_id is None:
+            return self
+        try:
+            return replace(self, flt=replace(self.flt, run_id=resolve_run_id(engine, self.flt.run_id)))
+        except KeyError as exc:
+            raise BadParameter("run", exc.args[0]) from None
+
+
+@cache
+def seats_by_game() -> dict[str, list[str]]:
+    from graphs.games import game_registry
+
+    return {name: [seat.name for seat in game.seats] for name, game in game_registry().items()}
+
+
+def _float(name: str, value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadParameter(name, f"{value!r} is not a number; give e.g. 0.5") from None
+    if not math.isfinite(number):
+        raise BadParameter(name, f"{value!r} is not a finite number")
+    return number
+
+
+def _time(name: str, value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadParameter(name, f"{value!r} is not an ISO date or time; give e.g. 2026-11-21 or "
+                                 "2026-11-21T14:00") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _one_of(name: str, value: str | None, valid: list[str]) -> str | None:
+    if value and value not in valid:
+        raise BadParameter(name, f"no such {name} {value!r}; use one of: {', '.join(valid)}")
+    return value or None
+
+
+
+def episode_query(
+    game: Annotated[str | None, Query(description="Only this game.")] = None,
+    status: Annotated[str | None, Query(description="running, succeeded, failed or timeout.")] = None,
+    seat: Annotated[str | None, Query(description="Only episodes with a turn from this seat.")] = None,
+    policy: Annotated[str | None, Query(description="Only episodes with a turn of this policy, matched exactly: an "
+                                        "adapter version (actor@v1), 'base' or a policy label.")] = None,
+    run: Annotated[str | None, Query(description="Only this run (its id or a unique start of it).")] = None,
+    task_id: Annotated[str | None, Query(description="Only this task.")] = None,
+    min_reward: Annotated[str | None, Query(description="Reward at least this (a number).")] = None,
+    max_reward: Annotated[str | None, Query(description="Reward at most this (a number).")] = None,
+    since: Annotated[str | None, Query(description="Started at or after this ISO time (UTC if no zone).")] = None,
+    until: Annotated[str | None, Query(description="Started before this ISO time (UTC if no zone).")] = None,
+    q: Annotated[str | None, Query(description="Words that a turn's prompt or response contains (all of them, "
+                                   "whole words; quotes and operators are searched as text).")] = None,
+    sort: Annotated[str, Query(description=f"Sort key, '-' for descending: {', '.join(SORT_KEYS)}.")] = "-started_at",
+    limit: Annotated[str | None, Query(description=f"Rows per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT}).")]
+    = None,
+    after: Annotated[str | None, Query(description="Start after this episode id (keyset paging: the "
+                                       "`next_after` of the previous page).")] = None,
+    count: Annotated[str | None, Query(description="'false' to skip counting every match (faster on a large "
+                                       "store).")] = None,
+) -> EpisodeQuery:
+    """The checked query; BadParameter names the first parameter that is wrong."""
+    given = {k: v for k, v in locals().items() if isinstance(v, str) and v != ""}
+    seats = seats_by_game()
+    _one_of("game", game, list(seats))
+    _one_of("status", status, [s.value for s in EpisodeStatus])
+    valid_seats = list(dict.fromkeys(s for g, names in seats.items() if game in (None, "", g) for s in names))
+    _one_of("seat", seat, valid_seats)
+    if sort.removeprefix("-") not in SORT_KEYS:
+        raise BadParameter("sort", f"no such sort key {sort!r}; use one of: "
+                                   + ", ".join(f"{k}, -{k}" for k in SORT_KEYS))
+    try:
+        text = check_search(q) if q and q.strip() else None
+    except SearchError as exc:
+        raise BadParameter("q", str(exc)) from None
+    rows = DEFAULT_LIMIT if not limit else _int("limit", limit)
+    if not 1 <= rows <= MAX_LIMIT:
+        raise BadParameter("limit", f"{rows} is out of range; give 1 to {MAX_LIMIT}")
+    if count not in (None, "", "true", "false", "1", "0"):
+        raise BadParameter("count", f"{count!r}: give true or false")
+    flt = EpisodeFilter(
+        game=game or None, status=status or None, seat=seat or None, policy=policy or None, run_id=run or None,
+        task_id=task_id or None, min_reward=_float("min_reward", min_reward),
+        max_reward=_float("max_reward", max_reward), since=_time("since", since), until=_time("until", until),
+        text=text,
+    )
+    return EpisodeQuery(flt, sort, rows, after or None, count not in ("false", "0"), given)
+
+
+def _int(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise BadParameter(name, f"{value!r} is not a whole number") from None

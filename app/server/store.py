@@ -1,0 +1,71 @@
+"""The server's handle on the store: opened on first use, read-only, and unavailable (503)
+rather than fatal while the database is down.
+
+Every connection is made read-only (SQLite ``PRAGMA query_only``, PostgreSQL
+``default_transaction_read_only``), so nothing the server runs can change the logs. The store
+is migrated once, when it is first opened (as every sparring command does), which also builds
+the search index of migration 0003.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sqlalchemy import Engine, event
+from sqlalchemy.exc import DBAPIError
+
+from storage.engine import DatabaseError, driver_message, open_store
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be reached or read now; the message says why."""
+
+
+class Store:
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+
+    def engine(self) -> Engine:
+        """The open engine; opens (and migrates) the store on first use, and again after a
+        failed attempt. StoreUnavailable when it cannot."""
+        with self._lock:
+            if self._engine is None:
+                try:
+                    engine = open_store(self.database_url)
+                except DatabaseError as exc:
+                    raise StoreUnavailable(str(exc)) from exc
+                engine.dispose()  # the connections made while migrating were writable
+                event.listen(engine, "connect", _READ_ONLY[engine.dialect.name])
+                self._engine = engine
+            return self._engine
+
+    def dispose(self) -> None:
+        with self._lock:
+            if self._engine is not None:
+                self._engine.dispose()
+                self._engine = None
+
+
+def _sqlite_read_only(dbapi_connection: Any, _record: object) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA query_only = ON")
+    finally:
+        cursor.close()
+
+
+def _postgres_read_only(dbapi_connection: Any, _record: object) -> None:
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    dbapi_connection.commit()
+
+
+_READ_ONLY = {"sqlite": _sqlite_read_only, "postgresql": _postgres_read_only}
+
+
+def unavailable(exc: DBAPIError) -> StoreUnavailable:
+    """A database error met while reading, as the reason the store is unavailable."""
+    return StoreUnavailable(f"the database is unavailable: {driver_message(exc)}")
