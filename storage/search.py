@@ -22,6 +22,7 @@ from storage.models import Episode, Turn
 _T = Turn.__table__
 _WORD = re.compile(r"\w", re.UNICODE)
 MAX_SEARCH_CHARS = 500
+_MARKUP = str.maketrans("<>&", "   ")
 
 
 class SearchError(ValueError):
@@ -63,7 +64,7 @@ def _sqlite(element: _TurnMatches, compiler: Any, **kw: Any) -> str:
 
 @compiles(_TurnMatches, "postgresql")
 def _postgres(element: _TurnMatches, compiler: Any, **kw: Any) -> str:
-    query = compiler.process(_bind(element.text), **kw)
+    query = compiler.process(_bind(element.text.translate(_MARKUP)), **kw)  # as the index does (migration 0003)
     return ("turns.id IN (SELECT turn_id FROM turn_payloads WHERE to_tsvector('simple'::regconfig, "
             f"sparring_turn_text(response, messages)) @@ plainto_tsquery('simple'::regconfig, {query}))")
 

@@ -112,7 +112,7 @@ def episode_query(
                                        "store).")] = None,
 ) -> EpisodeQuery:
     """The checked query; BadParameter names the first parameter that is wrong."""
-    given = {k: v for k, v in locals().items() if isinstance(v, str) and v != ""}
+    given = {k: v for k, v in locals().items() if isinstance(v, str) and v != "" and not (k == "sort" and v == "-started_at")}
     seats = seats_by_game()
     _one_of("game", game, list(seats))
     _one_of("status", status, [s.value for s in EpisodeStatus])

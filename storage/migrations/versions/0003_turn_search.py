@@ -4,7 +4,8 @@ SQLite: an FTS5 table ``turn_search`` (the turn's id, and its text: the response
 message's content), kept in step with ``turn_payloads`` by triggers and filled from what is
 already logged. PostgreSQL: a GIN index on the ``tsvector`` of the same text, computed by an
 immutable function, so nothing needs keeping in step. Both tokenise words without stemming
-(FTS5 ``unicode61``, PostgreSQL ``simple``). The text is cut at ``MAX_CHARS`` characters, so
+(FTS5 ``unicode61``, PostgreSQL ``simple``; there ``<``, ``>`` and ``&`` become spaces, or its
+parser would skip what sits between ``<script>`` tags as markup). The text is cut at ``MAX_CHARS`` characters, so
 that one huge turn can never fail an insert (PostgreSQL limits a tsvector to 1 MB).
 
 Revision ID: 0003
@@ -50,10 +51,10 @@ _SQLITE_DOWN = [
 ]
 _POSTGRES = [
     "CREATE FUNCTION sparring_turn_text(response text, messages json) RETURNS text "
-    "LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT left(coalesce(response, '') || ' ' || coalesce("
+    "LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT translate(left(coalesce(response, '') || ' ' || coalesce("
     "(SELECT string_agg(m ->> 'content', ' ') FROM json_array_elements("
     "CASE WHEN json_typeof(messages) = 'array' THEN messages ELSE '[]'::json END) AS m "
-    "WHERE json_typeof(m) = 'object'), ''), %d) $$" % MAX_CHARS,
+    "WHERE json_typeof(m) = 'object'), ''), %d), '<>&', '   ') $$" % MAX_CHARS,
     "CREATE INDEX ix_turn_payloads_search ON turn_payloads "
     "USING gin (to_tsvector('simple'::regconfig, sparring_turn_text(response, messages)))",
 ]
