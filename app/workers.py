@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from app.playing import PlayJob, play_share, summarize
+from graphs.games import game_modules, game_registry
 from graphs.tasks.base import Task
 from storage.models import RunStatus
 from storage.orphans import fail_exited_workers
@@ -39,9 +40,14 @@ from storage.orphans import fail_exited_workers
 POLL_S = 0.2
 """How often the parent looks at its stop flag while it waits for workers."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-PRELOAD = ["app.workers", "app.wiring", "evaluation.metrics", "graphs.debate.graph", "graphs.math_reflection.graph"]
-"""Imported once by the fork server, so that a worker starts in milliseconds rather than seconds
-(never torch: a process that has touched CUDA cannot be forked)."""
+PRELOAD = ["app.workers", "app.wiring", "evaluation.metrics"]
+"""Imported once by the fork server, with every game's modules and graph (``preload()``), so that
+a worker starts in milliseconds rather than seconds (never torch: a process that has touched
+CUDA cannot be forked)."""
+
+
+def preload() -> list[str]:
+    return [*PRELOAD, *game_modules(), *(game.graph for game in game_registry().values())]
 
 
 def shares(total: int, parts: int) -> list[range]:
@@ -141,7 +147,7 @@ def _context() -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
+    context.set_forkserver_preload(preload())
     return context
 
 

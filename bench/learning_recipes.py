@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.settings import load_settings  # noqa: E402
 from app.wiring import PolicyFactory  # noqa: E402
-from graphs.context import GameOptions  # noqa: E402
+from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
 from graphs.games import get_game  # noqa: E402
 from graphs.policies.base import SamplingParams  # noqa: E402
 from graphs.policies.policy import Policy  # noqa: E402
@@ -48,7 +48,7 @@ from training.registry import AdapterRecord  # noqa: E402
 
 RECIPES = ("sft", "dpo", "dpo-nll", "ppo", "grpo", "sft-dpo")
 GAME = get_game("math-reflection")
-OPTIONS = GameOptions(turns=1)
+OPTIONS = ReflectionOptions(turns=1)
 CRITIC = "scripted:always-correct"
 
 

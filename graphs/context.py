@@ -12,30 +12,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from graphs.options import GameOptions
 from graphs.policies.base import BackendError, GenerationResult, Message
 from graphs.policies.final_line import FinalChoice
 from graphs.policies.policy import Policy
 from graphs.seats import Seat
 from graphs.tasks.base import Task
 from storage.records import JudgmentRecord, RecordSink, RewardRecord, TurnRecord
-
-
-@dataclass(frozen=True)
-class GameOptions:
-    """Options shared by the games; each game reads the ones it needs."""
-
-    turns: int = 3
-    """math-reflection: maximum number of actor answers (the first answer plus refinements)."""
-    rounds: int = 2
-    """debate: number of rounds in which both debaters speak."""
-    stop_on_correct: bool = True
-    """math-reflection: stop as soon as the critic says the latest answer is correct."""
-
-    def __post_init__(self) -> None:
-        if self.turns < 1:
-            raise ValueError(f"turns must be >= 1, got {self.turns}")
-        if self.rounds < 1:
-            raise ValueError(f"rounds must be >= 1, got {self.rounds}")
 
 
 @dataclass(frozen=True)
@@ -66,6 +49,7 @@ class EpisodeContext:
     sink: RecordSink
     seed: int
     options: GameOptions = field(default_factory=GameOptions)
+    """the game's own options (a subclass: ``GameSpec.options``)"""
     stage: str = "start"
     """Where the episode is now; recorded as the failure place if something raises."""
     _turns: int = 0

@@ -1,50 +1,53 @@
-"""What a game package exports, and the registry of games by name."""
+"""The registry of games by name: one line per game.
+
+Each line names a module whose ``GAME`` is the game's ``GameSpec`` (``graphs.game``). More
+games join without editing sparring: SPARRING_GAMES lists further modules (comma-separated,
+importable from the Python path), e.g. ``SPARRING_GAMES=mypackage.negotiation.game``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+import importlib
+import os
 
-from graphs.context import GameOptions
-from graphs.seats import Seat
-from graphs.tasks.base import Task
+from graphs.game import GameSpec
+
+GAME_MODULES = (
+    "graphs.math_reflection.game",
+    "graphs.debate.game",
+)
+EXTRA_GAMES_ENV = "SPARRING_GAMES"
 
 
 class UnknownGameError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class EpisodeOutcome:
-    reward: float | None
-    """headline reward of the episode (None when the task has no ground truth)"""
-    summary: dict[str, Any] = field(default_factory=dict)
+def game_modules() -> list[str]:
+    """The built-in game modules, then those of SPARRING_GAMES."""
+    extra = [name.strip() for name in os.environ.get(EXTRA_GAMES_ENV, "").split(",") if name.strip()]
+    return [*GAME_MODULES, *extra]
 
 
-@dataclass(frozen=True)
-class GameSpec:
-    name: str
-    description: str
-    seats: tuple[Seat, ...]
-    build: Callable[[], Any]
-    """Returns the compiled LangGraph graph (context_schema=EpisodeContext)."""
-    initial_state: Callable[[Task, GameOptions], dict[str, Any]]
-    outcome: Callable[[dict[str, Any]], EpisodeOutcome]
-    """Reads the final state and returns the episode's headline reward and summary."""
-
-    def seat(self, name: str) -> Seat:
-        for seat in self.seats:
-            if seat.name == name:
-                return seat
-        raise KeyError(f"game {self.name!r} has no seat {name!r}; its seats: {', '.join(s.name for s in self.seats)}")
+def _load(module_name: str) -> GameSpec:
+    try:
+        game = importlib.import_module(module_name).GAME
+    except (ImportError, AttributeError) as exc:
+        raise UnknownGameError(f"game module {module_name!r} (from {EXTRA_GAMES_ENV}): {exc}; name a module on the "
+                               "Python path whose GAME is a graphs.game.GameSpec") from exc
+    if not isinstance(game, GameSpec):
+        raise UnknownGameError(f"{module_name}.GAME is a {type(game).__name__}, not a graphs.game.GameSpec")
+    return game
 
 
 def game_registry() -> dict[str, GameSpec]:
-    from graphs.debate.graph import GAME as debate
-    from graphs.math_reflection.graph import GAME as math_reflection
-
-    return {g.name: g for g in (math_reflection, debate)}
+    games: dict[str, GameSpec] = {}
+    for module_name in game_modules():
+        game = _load(module_name)
+        if game.name in games:
+            raise UnknownGameError(f"two games are named {game.name!r} (the second in {module_name}); rename one")
+        games[game.name] = game
+    return games
 
 
 def get_game(name: str) -> GameSpec:

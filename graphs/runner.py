@@ -129,7 +129,7 @@ async def play(
     *,
     concurrency: int,
     seed: int,
-    options: GameOptions = GameOptions(),
+    options: GameOptions | None = None,
     run_id: str | None = None,
     timeout_s: float | None = None,
     on_episode: Callable[[EpisodeSummary], None] | None = None,
@@ -140,10 +140,12 @@ async def play(
     ``policies`` may be a function: it is called as each episode starts, so a deploy during
     the run changes the policies of new episodes while running ones keep theirs.
     ``keep_going`` is asked as each episode is about to start: once it says False, no more
-    start (running ones finish) and the report holds the episodes played.
+    start (running ones finish) and the report holds the episodes played. ``options``: the
+    game's own options (``game.make_options(...)``), its defaults when None.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    options = game.make_options() if options is None else game.check_options(options)
     current = policies if callable(policies) else lambda: policies
     missing = [s.name for s in game.seats if s.kind != "judge" and s.name not in current()]
     if missing:

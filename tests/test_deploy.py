@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from graphs.context import GameOptions
+from graphs.math_reflection.options import ReflectionOptions
 from graphs.games import get_game
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
@@ -80,7 +80,7 @@ def test_gate_promotes_a_better_candidate_and_rejects_a_worse_one(store_url, tmp
     v1 = _publish(engine, tmp_path / "adapters", adapter_template)
     backend = AdapterAware(good={"actor@v1"})
     live = LivePolicies({"actor": Policy(backend), "critic": Policy(scripted_bot("always-correct"))})
-    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
+    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=ReflectionOptions(turns=1))
 
     result = asyncio.run(gate_and_deploy(engine, v1, backend, live, evaluate))
     assert result.promoted and (result.candidate_value, result.baseline_value) == (1.0, 0.0)
@@ -123,7 +123,7 @@ def test_critic_gate_uses_balanced_accuracy_not_raw_accuracy(store_url, tmp_path
     critic = CheckingCritic(checks={"critic@v1"})
     live = LivePolicies({"actor": Policy(ScriptedBackend.from_function(right_on_zero)),
                          "critic": Policy(critic, adapter="critic@v1")})
-    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
+    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=ReflectionOptions(turns=1))
     result = asyncio.run(gate_and_deploy(engine, v2, critic, live, evaluate))
     assert result.metric == "critic_balanced_accuracy" and not result.promoted
     assert (result.candidate_value, result.baseline_value) == (0.5, 1.0)
@@ -133,7 +133,7 @@ def test_critic_gate_uses_balanced_accuracy_not_raw_accuracy(store_url, tmp_path
     assert active_version(engine, "critic").name == "critic@v1"
 
     # a critic reviewing only wrong answers cannot be measured: rejected, and the reason says why
-    only_wrong = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
+    only_wrong = Evaluator(engine, GAME, tasks, seed=0, options=ReflectionOptions(turns=1))
     always_wrong = ScriptedBackend.from_function(lambda messages, request: "Answer: -1", name="always-wrong")
     live = LivePolicies({"actor": Policy(always_wrong), "critic": Policy(critic, adapter="critic@v1")})
     v3 = _publish(engine, tmp_path / "adapters", adapter_template, role="critic")
@@ -171,7 +171,7 @@ def test_margin_lets_an_equal_candidate_through(tmp_path, adapter_template, sums
     v2 = _publish(engine, tmp_path / "adapters", adapter_template)
     backend = AdapterAware(good={"actor@v1", "actor@v2", "actor@v3"})
     live = LivePolicies({"actor": Policy(backend, adapter="actor@v1"), "critic": Policy(scripted_bot("echo"))})
-    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=GameOptions(turns=1))
+    evaluate = Evaluator(engine, GAME, tasks, seed=0, options=ReflectionOptions(turns=1))
     result = asyncio.run(gate_and_deploy(engine, v2, backend, live, evaluate, margin=0.0))
     assert result.promoted and result.candidate_value == result.baseline_value == 1.0
     assert sorted(backend.adapters()) == ["actor@v1", "actor@v2"]  # the retired v1 may still serve episodes
@@ -192,7 +192,7 @@ def test_hot_deploy_while_episodes_run(tmp_path, adapter_template, sums):
 
     async def main(recorder):
         running = asyncio.create_task(play(GAME, tasks, live, recorder, concurrency=4, seed=0,
-                                           options=GameOptions(turns=3, stop_on_correct=False)))
+                                           options=ReflectionOptions(turns=3, stop_on_correct=False)))
         await asyncio.sleep(0.1)  # some episodes are mid-way now
         live.swap("actor", v1.name)
         return await running

@@ -10,9 +10,10 @@ import pytest
 from memory_sink import MemorySink
 from tiny_model import tiny_model, tiny_tokenizer
 
-from graphs.context import EpisodeContext, GameOptions
+from graphs.context import EpisodeContext
 from graphs.debate import prompts as debate_prompts
 from graphs.games import GameSpec, get_game
+from graphs.options import GameOptions
 from graphs.math_reflection import prompts as reflection_prompts
 from graphs.policies.base import (
     Backend,
@@ -79,12 +80,12 @@ def replay(*responses: str | BackendError) -> ScriptedBackend:
 
 
 def reflection(actor: Backend, critic: Backend, task: Task = TASK, **options: Any) -> Episode:
-    return Episode(REFLECTION, task, {"actor": actor, "critic": critic}, GameOptions(**options))
+    return Episode(REFLECTION, task, {"actor": actor, "critic": critic}, REFLECTION.make_options(options))
 
 
 def debate(a: Backend, b: Backend, judge: Backend | None = None, task: Task = TASK, **options: Any) -> Episode:
     backends = {"debater_a": a, "debater_b": b} | ({"judge": judge} if judge else {})
-    return Episode(DEBATE, task, backends, GameOptions(**options))
+    return Episode(DEBATE, task, backends, DEBATE.make_options(options))
 
 
 def play_reflection(actor: Backend, critic: Backend, task: Task = TASK, **options: Any) -> Episode:
@@ -551,7 +552,8 @@ def test_every_critic_turn_of_a_tiny_in_process_model_has_a_verdict() -> None:
     critics = []
     try:
         for seed, temperature in ((1, 0.0), (2, 1.0), (3, 1.0)):
-            episode = Episode(REFLECTION, TASK, {"actor": backend, "critic": backend}, GameOptions(turns=2))
+            options = REFLECTION.make_options({"turns": 2})
+            episode = Episode(REFLECTION, TASK, {"actor": backend, "critic": backend}, options)
             episode.ctx.seed = seed
             sampling = SamplingParams(temperature=temperature, max_new_tokens=6)
             episode.ctx.policies = {seat: Policy(backend, sampling) for seat in ("actor", "critic")}

@@ -13,7 +13,8 @@ import pytest
 
 from evaluation.metrics import run_estimates, run_metrics
 from evaluation.stats import paired, wilson
-from graphs.context import GameOptions
+from graphs.debate.options import DebateOptions
+from graphs.math_reflection.options import ReflectionOptions
 from graphs.games import get_game
 from graphs.policies.base import ChoiceUnsupportedError
 from graphs.policies.policy import Policy
@@ -86,7 +87,7 @@ def engine(store_url):
 
 def test_an_actor_that_is_always_right(engine):
     run_id = _played(engine, REFLECTION, {"actor": Policy(scripted_bot("calculator")),
-                                          "critic": Policy(scripted_bot("always-correct"))}, GameOptions(turns=1))
+                                          "critic": Policy(scripted_bot("always-correct"))}, ReflectionOptions(turns=1))
     measured = run_estimates(engine, run_id)
     first = measured.metrics["pass@turn-1"]
     assert first == wilson(8, 8) and first.value == 1.0 and first.n == 8
@@ -101,7 +102,8 @@ def test_an_actor_that_is_always_right(engine):
 
 def test_balanced_accuracy_does_not_reward_always_saying_incorrect(engine):
     run_id = _played(engine, REFLECTION, {"actor": _bot("even-only", even_only),
-                                          "critic": Policy(scripted_bot("always-incorrect"))}, GameOptions(turns=1))
+                                          "critic": Policy(scripted_bot("always-incorrect"))},
+                     ReflectionOptions(turns=1))
     m = run_estimates(engine, run_id).metrics
     assert m["pass@turn-1"] == wilson(4, 8)
     assert m["critic_accuracy"].value == 0.5  # raw: right on the 4 wrong answers only
@@ -125,12 +127,13 @@ def test_a_perfect_critic_scores_one_and_unreadable_verdicts_count_as_misses(eng
             return f"Verdict: {'correct' if right else 'incorrect'}"
 
     perfect = run_estimates(engine, _played(engine, REFLECTION, {"actor": _bot("even-only", even_only),
-                                                                 "critic": Policy(Checker())}, GameOptions(turns=1)))
+                                                                 "critic": Policy(Checker())},
+                                            ReflectionOptions(turns=1)))
     assert perfect.metrics["critic_balanced_accuracy"].value == 1.0
     assert perfect.metrics["critic_balanced_accuracy"].low > 0.5
     mute = run_estimates(engine, _played(engine, REFLECTION, {"actor": _bot("even-only", even_only),
                                                               "critic": Policy(Mumbler())},
-                                         GameOptions(turns=1)))
+                                         ReflectionOptions(turns=1)))
     assert mute.metrics["critic_unparsed_rate"] == wilson(8, 8)
     assert mute.metrics["critic_balanced_accuracy"].value == 0.0
     assert mute.metrics["critic_accuracy"].value == 0.0
@@ -143,7 +146,7 @@ def test_a_perfect_critic_scores_one_and_unreadable_verdicts_count_as_misses(eng
 
 
 def test_refinement_gain_and_flips(engine):
-    options = GameOptions(turns=2, stop_on_correct=False)
+    options = ReflectionOptions(turns=2, stop_on_correct=False)
     critic = Policy(scripted_bot("always-incorrect"))
     fixed = run_estimates(engine, _played(engine, REFLECTION, {"actor": _bot("fixer", right_on_refinement),
                                                                "critic": critic}, options))
@@ -163,7 +166,7 @@ def test_refinement_gain_and_flips(engine):
 
 def test_debate_win_and_tie_rates(engine):
     policies = {"debater_a": _bot("even-only", even_only), "debater_b": Policy(scripted_bot("calculator"))}
-    m = run_estimates(engine, _played(engine, DEBATE, policies, GameOptions(rounds=1))).metrics
+    m = run_estimates(engine, _played(engine, DEBATE, policies, DebateOptions(rounds=1))).metrics
     # the verifier judges: both right on even sums (a tie), only debater_b on odd ones
     assert m["tie_rate"] == wilson(4, 8) and m["debater_b_win_rate"] == wilson(4, 8)
     assert m["debater_a_win_rate"] == wilson(0, 8)

@@ -16,7 +16,7 @@ from app.cli import app
 from evaluation.plots import metric_panels
 from evaluation.report import figure_path, policies_name, read_report
 from evaluation.stats import Estimate, wilson
-from graphs.context import GameOptions
+from graphs.math_reflection.options import ReflectionOptions
 from graphs.games import get_game
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
@@ -35,7 +35,8 @@ def _evaluate(url: str, sets=POLICY_SETS, n: int = 12) -> list:
     """Evaluate each (actor bot, critic bot) set on the same held-out tasks; the results."""
     engine = open_store(url)
     game = get_game("math-reflection")
-    evaluator = Evaluator(engine, game, load_tasks("arithmetic", n=n, seed=0, split="heldout"), 0, GameOptions(turns=2))
+    evaluator = Evaluator(engine, game, load_tasks("arithmetic", n=n, seed=0, split="heldout"), 0,
+                          ReflectionOptions(turns=2))
 
     async def run():
         return [await evaluator({"actor": Policy(scripted_bot(a), SamplingParams()),

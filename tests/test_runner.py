@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from evaluation.metrics import run_metrics
-from graphs.context import GameOptions
+from graphs.math_reflection.options import ReflectionOptions
 from graphs.games import get_game
 from graphs.policies.base import BackendError
 from graphs.policies.policy import Policy
@@ -131,7 +131,7 @@ def test_interrupted_run_keeps_finished_episodes_and_fails_running_ones(store_ur
 
     async def main(recorder, run_id):
         task = asyncio.create_task(play(GAME, tasks, policies, recorder, concurrency=6, seed=0, run_id=run_id,
-                                        options=GameOptions(turns=1)))
+                                        options=ReflectionOptions(turns=1)))
         while not list_episodes(engine, EpisodeFilter(run_id=run_id, status="succeeded")).total:
             recorder.flush()
             await asyncio.sleep(0.05)

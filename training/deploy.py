@@ -1,8 +1,8 @@
 """Gate and deploy: a candidate adapter replaces the active one only if it is not worse.
 
 Both versions play the same held-out tasks with the same seeds and greedy decoding, every
-other seat unchanged, and are compared paired by task on the role's gate metric: the
-candidate is promoted when the mean difference (candidate minus active) is at least
+other seat unchanged, and are compared paired by task on the role's gate metric (the game's
+``GameSpec.gate_metrics``): the candidate is promoted when the mean difference (candidate minus active) is at least
 -margin, and the decision comes with one sentence that says why (the difference, its paired
 95% interval, the tasks each did better on, McNemar's exact p and n). Promotion hot-loads the adapter into
 the live backend through the deploy interface (``Backend.load_adapter`` by its immutable
@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from graphs.game import GameContractError, GateMetric
 from graphs.policies.base import Backend
 from graphs.policies.policy import Policy
 from evaluation.stats import Estimate, PairedComparison, paired
@@ -25,10 +26,6 @@ from storage.models import Evaluation
 from training.adapter_files import verify_folder
 from training.evaluator import EvaluationResult, Evaluator
 from training.registry import AdapterRecord, active_version, promote, reject
-
-GATE_METRICS = {"actor": "pass@turn-1", "critic": "critic_balanced_accuracy", "debater_a": "debater_a_win_rate"}
-"""The metric a role's candidate is judged on (higher is better; the critic's is never its raw
-accuracy, which rewards saying "incorrect" to a weak actor)."""
 
 TOLERANCE = 1e-9
 """Float noise allowed below -margin (two identical evaluations differ by exactly 0)."""
@@ -88,12 +85,13 @@ class GateResult:
         }
 
 
-def decide(role: str, candidate: str, baseline: str, metric: str, margin: float, cand: EvaluationResult,
+def decide(candidate: str, baseline: str, gate: GateMetric, margin: float, cand: EvaluationResult,
            base: EvaluationResult) -> tuple[bool, str, PairedComparison | None]:
-    """Promote when the paired difference on ``metric`` is at least -margin; say why either way."""
+    """Promote when the paired difference on the gate metric is at least -margin; say why either way."""
+    metric = gate.name
     missing = [(name, e) for name, e in (("candidate", cand), ("baseline", base)) if not e.per_task.get(metric)]
     if missing:
-        why = "; ".join(f"the {name} has no {metric} figure ({_no_figure(role, e)}, run {e.run_id[:12]})"
+        why = "; ".join(f"the {name} has no {metric} figure ({_no_figure(gate, e)}, run {e.run_id[:12]})"
                         for name, e in missing)
         return False, f"rejected {candidate} against {baseline}: {why}", None
     comparison = paired(cand.per_task[metric], base.per_task[metric])
@@ -103,12 +101,10 @@ def decide(role: str, candidate: str, baseline: str, metric: str, margin: float,
     return promoted, f"{verb} {candidate} against {baseline}: {metric} {comparison.describe()}, {rule}", comparison
 
 
-def _no_figure(role: str, evaluation: EvaluationResult) -> str:
+def _no_figure(gate: GateMetric, evaluation: EvaluationResult) -> str:
     if evaluation.failed:
         return f"{evaluation.failed} of {evaluation.episodes} episodes failed"
-    if role == "critic":
-        return "balanced accuracy needs the critic to review both right and wrong answers"
-    return "no episode gave one"
+    return gate.needs
 
 
 async def gate_and_deploy(
@@ -123,9 +119,10 @@ async def gate_and_deploy(
     """Evaluate ``candidate`` against the role's active version on the same tasks and compare
     them paired by task; promote and hot-load it, or reject it, recording why either way."""
     role = candidate.role
-    metric = GATE_METRICS.get(role)
-    if metric is None:
-        raise GateError(f"no gate metric for role {role!r}; roles with one: {', '.join(GATE_METRICS)}")
+    try:
+        gate = evaluate.game.gate_metric(role)
+    except GameContractError as exc:
+        raise GateError(str(exc)) from exc
     if role not in live():
         raise GateError(f"role {role!r} has no seat in game {evaluate.game.name!r}")
     verify_folder(candidate.path, base_model=candidate.base_model)
@@ -144,8 +141,8 @@ async def gate_and_deploy(
     base_eval = await evaluate(with_adapter(active.name if active else None),
                                label=f"gate baseline for {candidate.name}")
     cand_eval = await evaluate(with_adapter(candidate.name), label=f"gate candidate {candidate.name}")
-    promoted, reason, comparison = decide(role, candidate.name, baseline, metric, margin, cand_eval, base_eval)
-    result = GateResult(role, candidate.name, baseline, metric, margin, promoted, reason, comparison,
+    promoted, reason, comparison = decide(candidate.name, baseline, gate, margin, cand_eval, base_eval)
+    result = GateResult(role, candidate.name, baseline, gate.name, margin, promoted, reason, comparison,
                         cand_eval, base_eval)
     with engine.begin() as conn:
         conn.execute(Evaluation.__table__.insert().values(

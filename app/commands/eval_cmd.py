@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.output import Format, emit
 from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from training.evaluator import EvaluationResult
 
 
+@with_game_options(turns=2)
 def evaluate(
     game: Annotated[str, typer.Option(help="Game to play; `sparring games` lists them.")] = "math-reflection",
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
@@ -35,11 +37,7 @@ def evaluate(
     n: Annotated[
         int, typer.Option("--n-tasks", "-n", min=1, help="Tasks to play (a file: its first N, shuffled).")
     ] = 200,
-    turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers (1 + refinements).")] = 2,
-    rounds: Annotated[int, typer.Option(min=1, help="debate: rounds in which both debaters speak.")] = 2,
-    stop_on_correct: Annotated[
-        bool, typer.Option(help="math-reflection: stop when the critic says the answer is correct.")
-    ] = True,
+    game_options: GameOptionValues = NONE_GIVEN,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
     seed: Annotated[int | None, typer.Option(help="Seed for task choice and episodes (default: settings).")] = None,
@@ -61,7 +59,6 @@ def evaluate(
     * `sparring eval --tasks examples/gsm8k_sample.jsonl -n 20 --seat critic=model:critic@v1`
     * `sparring eval --seat actor=scripted:calculator --seat critic=scripted:always-incorrect --turns 1`
     """
-    from graphs.context import GameOptions
     from graphs.games import UnknownGameError, get_game
     from graphs.tasks import load_tasks
     from graphs.tasks.base import TaskSourceError
@@ -71,7 +68,7 @@ def evaluate(
         spec = get_game(game)
         first = parse_seat_specs(spec, seat or [])
         second = _against(spec, against, first) if against else None
-        options = GameOptions(turns=turns, rounds=rounds, stop_on_correct=stop_on_correct)
+        options = game_options.make(spec)
         task_list = load_tasks(tasks, n=n, seed=settings.seed, split=split)
     except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
         fail(str(exc))

@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.output import Format, emit
 from app.progress import progress as progress_display
 from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
@@ -25,28 +26,30 @@ if TYPE_CHECKING:
 
 
 def games(fmt: FormatOption = Format.table) -> None:
-    """List the games and their seats.
+    """List the games, their seats and options (json: also their gate metrics and rewards).
 
     Example: `sparring games`
     """
     from graphs.games import game_registry
 
+    from graphs.options import cli_flag, option_fields
+
     rows = [
-        {"game": g.name, "seats": ", ".join(f"{s.name} ({s.kind})" for s in g.seats), "description": g.description}
+        {"game": g.name, "seats": ", ".join(f"{s.name} ({s.kind})" for s in g.seats),
+         "options": ", ".join(cli_flag(name) for name in option_fields(g.options)) or "-",
+         "description": g.description,
+         "gate_metrics": {seat: gate.name for seat, gate in g.gate_metrics.items()}, "rewards": dict(g.rewards)}
         for g in game_registry().values()
     ]
-    emit(rows, fmt, title="games")
+    emit(rows, fmt, columns=["game", "seats", "options", "description"], title="games")
 
 
+@with_game_options()
 def play(
     game: Annotated[str, typer.Argument(help="Game to play; `sparring games` lists them.")],
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes to play.")] = 16,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
-    turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers (1 + refinements).")] = 3,
-    rounds: Annotated[int, typer.Option(min=1, help="debate: rounds in which both debaters speak.")] = 2,
-    stop_on_correct: Annotated[
-        bool, typer.Option(help="math-reflection: stop when the critic says the answer is correct.")
-    ] = True,
+    game_options: GameOptionValues = NONE_GIVEN,
     tasks: Annotated[
         str, typer.Option(help="Task source: 'arithmetic', 'arithmetic:1-3', a GSM8K/MATH .jsonl file, or 'hf:ID'.")
     ] = "arithmetic",
@@ -88,7 +91,6 @@ def play(
     * `sparring play math-reflection --tasks examples/gsm8k_sample.jsonl -n 20 --temperature 0`
     * `sparring play math-reflection -n 1024 -c 32 --workers 4`  (4 processes, one store)
     """
-    from graphs.context import GameOptions
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
     from graphs.tasks import default_split, load_tasks
@@ -98,7 +100,7 @@ def play(
     try:
         spec = get_game(game)
         seat_specs = parse_seat_specs(spec, seat or [])
-        options = GameOptions(turns=turns, rounds=rounds, stop_on_correct=stop_on_correct)
+        options = game_options.make(spec)
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
         split = split or default_split(tasks)
         task_list = load_tasks(tasks, n=-(-episodes // samples), seed=settings.seed, split=split)

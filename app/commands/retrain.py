@@ -9,16 +9,17 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.interrupts import run_interruptible
 from app.output import Format, emit
 from app.progress import progress as progress_display
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from evaluation.stats import Estimate
 
-REPORT_METRICS = ("pass@turn-1", "pass@final-turn", "majority@N", "refinement_gain", "critic_balanced_accuracy",
-                  "critic_unparsed_rate")
 LEARNING_CURVE = "learning-curve.png"
 """beside the store: next to a SQLite file (store.db -> store-learning-curve.png), else in the data directory"""
 
@@ -38,6 +39,7 @@ class PhaseBars:
         self._progress.update(bar, completed=done, total=total)
 
 
+@with_game_options(turns=2)
 def retrain(
     game: Annotated[str, typer.Option(help="Game played and trained on.")] = "math-reflection",
     roles: Annotated[str, typer.Option(help="Comma-separated learner roles, one adapter each.")] = "actor,critic",
@@ -55,7 +57,7 @@ def retrain(
         int | None, typer.Option(min=1, help="Held-out tasks of the before/after report (default: the gate's).")
     ] = None,
     margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
-    turns: Annotated[int, typer.Option(min=1, help="math-reflection: most actor answers.")] = 2,
+    game_options: GameOptionValues = NONE_GIVEN,
     temperature: Annotated[
         float,
         typer.Option(min=0.0, help="Temperature of training episodes (bundled model: 9.4% right at 0.3, 2% at 0.7)."),
@@ -86,7 +88,6 @@ def retrain(
     * `sparring retrain --rounds 3 --report-tasks 200`   (gates on 32 tasks, reports on 200)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
     """
-    from graphs.context import GameOptions
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
     from graphs.tasks import load_tasks
@@ -115,7 +116,9 @@ def retrain(
             concurrency=concurrency,
             train_options=train_options,
         )
-        options = GameOptions(turns=turns)
+        options = game_options.make(spec)
+        for role in config.roles:
+            spec.gate_metric(role)  # a role the game cannot train or gate is refused before anything runs
         heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
         reported = load_tasks(tasks, n=report_tasks, seed=settings.seed, split="heldout") if report_tasks else heldout
         seat_specs = parse_seat_specs(spec, seat or [])
@@ -167,7 +170,10 @@ def retrain(
 
     _print_rounds(outcomes, fmt)
     if figures:
-        _print_learning(figures, fmt, f"held-out {spec.name}: {len(reported)} tasks, greedy, {turns} turns",
+        from graphs.options import describe
+
+        title = ", ".join([f"held-out {spec.name}: {len(reported)} tasks", "greedy", *describe(options)])
+        _print_learning(figures, spec.report_metrics, fmt, title,
                         figure_path(settings.database_url, settings.data_dir, LEARNING_CURVE))
 
 
@@ -183,12 +189,15 @@ def _print_rounds(outcomes: list[Any], fmt: Format) -> None:
          caption=caption, console=out)
 
 
-def _print_learning(figures: dict[str, dict[str, Estimate]], fmt: Format, title: str, png: Path) -> None:
-    """The before/after table (json: every stage) and the learning curve (every stage) beside the store."""
+def _print_learning(figures: dict[str, dict[str, Estimate]], reported: Sequence[str], fmt: Format, title: str,
+                    png: Path) -> None:
+    """The before/after table (json: every stage) and the learning curve (every stage) beside the
+    store, of the game's ``reported`` metrics (empty: every metric measured)."""
     from evaluation.plots import metric_panels
 
     stages = list(figures)
-    metrics = [m for m in REPORT_METRICS if any(m in f for f in figures.values())]
+    measured = list(dict.fromkeys(m for f in figures.values() for m in f))
+    metrics = [m for m in reported if m in measured] if reported else measured
     if fmt != Format.table:
         emit([{"metric": m, **{s: f[m].to_dict() if m in f else None for s, f in figures.items()}} for m in metrics],
              fmt)

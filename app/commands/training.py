@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.interrupts import run_interruptible
 from app.output import Format, emit
 from app.progress import progress as progress_display
@@ -307,6 +308,7 @@ def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats:
     return task_list, None, {"game": game, "other_policies": others, "sink": recorder, "run_id": run_id}, cleanup
 
 
+@with_game_options()
 def deploy(
     role: Annotated[str, typer.Argument(help="Role whose newest candidate is gated and deployed.")],
     candidate: Annotated[str | None, typer.Option(help="A candidate version (default: the newest).")] = None,
@@ -314,7 +316,7 @@ def deploy(
     tasks: Annotated[str, typer.Option(help="Held-out task source.")] = "arithmetic",
     eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each version plays.")] = 64,
     margin: Annotated[float, typer.Option(min=0.0, help="How much worse than the active version is tolerated.")] = 0.0,
-    turns: Annotated[int, typer.Option(min=1, help="math-reflection turns during evaluation.")] = 3,
+    game_options: GameOptionValues = NONE_GIVEN,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 160,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
@@ -329,7 +331,6 @@ def deploy(
     * `sparring deploy actor`
     * `sparring deploy critic --candidate critic@v4 --eval-tasks 200 --margin 0.01`
     """
-    from graphs.context import GameOptions
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
     from graphs.tasks import load_tasks
@@ -343,13 +344,14 @@ def deploy(
     try:
         spec = get_game(game)
         seat_specs = parse_seat_specs(spec, seat or [])
+        options = game_options.make(spec)
         heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
         chosen = (
             get_version(engine, candidate)
             if candidate
             else next(iter(list_versions(engine, role=role, status="candidate")), None)
         )
-    except (UnknownGameError, SeatSpecError, TaskSourceError, RegistryError) as exc:
+    except (UnknownGameError, SeatSpecError, TaskSourceError, RegistryError, ValueError) as exc:
         fail(str(exc))
     if chosen is None:
         fail(f"role {role!r} has no candidate version; train one with `sparring train sft --role {role}`")
@@ -359,7 +361,7 @@ def deploy(
         try:
             with err.status(f"evaluating {chosen.name} against the active {role} on {len(heldout)} held-out tasks…"):
                 live = LivePolicies(await factory.policies(seat_specs))
-                evaluate = Evaluator(engine, spec, heldout, settings.seed, GameOptions(turns=turns), concurrency)
+                evaluate = Evaluator(engine, spec, heldout, settings.seed, options, concurrency)
                 return await gate_and_deploy(engine, chosen, factory.model_backend(), live, evaluate, margin=margin)
         finally:
             await factory.aclose()

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from graphs.context import EpisodeContext
 from graphs.debate import prompts
-from graphs.debate.state import DEBATERS, LABELS, Argument, Decision, State
+from graphs.debate.state import DEBATERS, LABELS, Argument, Decision, State, win_value
 from graphs.judges.answers import extract_answer
 from graphs.judges.llm_judge import parse_winner
 from graphs.judges.verifier import is_correct
@@ -124,9 +124,3 @@ def _record(ctx: EpisodeContext, decision: Decision, last_turn: dict[str, str]) 
     )
     for seat in DEBATERS:
         ctx.reward(seat, "win", win_value(seat, winner), turn_id=last_turn[seat], judged_by=decision["judged_by"])
-
-
-def win_value(seat: str, winner: str | None) -> float:
-    if winner is None:
-        return 0.5
-    return 1.0 if seat == winner else 0.0

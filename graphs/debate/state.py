@@ -34,3 +34,10 @@ class State(TypedDict):
     arguments: Annotated[list[Argument], operator.add]
     """every debater turn in order: A, B, A, B, ..."""
     decision: Decision | None
+
+
+def win_value(seat: str, winner: str | None) -> float:
+    """A debater's ``win`` reward: 1 win, 0.5 tie (no winner), 0 loss."""
+    if winner is None:
+        return 0.5
+    return 1.0 if seat == winner else 0.0

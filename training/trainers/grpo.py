@@ -46,7 +46,7 @@ from typing import Any
 
 from graphs.context import GameOptions
 from graphs.games import GameSpec, get_game
-from graphs.policies.base import Message, SamplingParams
+from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.seats import SeatKind
 from graphs.tasks.base import Task
@@ -60,17 +60,6 @@ from training.trainers.trl_runner import train_with_trl
 GRPO_KIND = "grpo"
 REWARD_KEY = "sparring_reward"
 """The extra key of the rollout output that carries each episode's reward to the reward function."""
-
-
-def first_prompt(game: str, task: Task) -> list[Message]:
-    """The chat prompt that stands for ``task`` in TRL's dataset: the actor's first prompt in
-    math-reflection, the bare question in other games. It only names the task: what is trained
-    is the prompt the role's seat actually got in each episode."""
-    if game == "math-reflection":
-        from graphs.math_reflection.prompts import actor_messages
-
-        return actor_messages(task.question)
-    return [{"role": "user", "content": task.question}]
 
 
 def training_model_name(role: str) -> str:
@@ -89,7 +78,7 @@ def train_grpo(
     output_dir: Path,
     cache_dir: Path,
     parent_adapter: Path | None = None,
-    options: GameOptions = GameOptions(),
+    options: GameOptions | None = None,
     run_id: str | None = None,
     progress: ProgressFn | None = None,
 ) -> TrainResult:
@@ -98,10 +87,15 @@ def train_grpo(
 
     ``other_policies`` fill every other non-judge seat; the rollout episodes are logged to
     ``sink`` (with ``run_id``). ``parent_adapter``: continue from this adapter folder (only
-    read). ``progress(step, total)`` is called after every optimiser step.
+    read). ``options``: the game's options (its defaults when None). ``progress(step, total)``
+    is called after every optimiser step.
     """
     config = config or GRPOTrainingConfig()
     spec = get_game(game)
+    try:
+        options = spec.make_options() if options is None else spec.check_options(options)
+    except ValueError as exc:
+        raise TrainerError(str(exc)) from exc
     try:
         seat = spec.seat(role)
     except KeyError as exc:
@@ -121,7 +115,7 @@ def train_grpo(
     by_prompt: dict[str, Task] = {}
     rows = []
     for task in tasks:
-        messages = first_prompt(game, task)
+        messages = spec.first_prompt(task)  # it only names the task: what is trained is the prompt each turn got
         key = messages[-1]["content"]
         if key in by_prompt:  # the same prompt twice: one task stands for both
             continue
@@ -202,7 +196,8 @@ class GameRollout:
     other_policies: dict[str, Policy]
     sink: RecordSink
     config: GRPOTrainingConfig
-    options: GameOptions = GameOptions()
+    options: GameOptions | None = None
+    """the game's options (its defaults when None)"""
     run_id: str | None = None
     _calls: itertools.count = field(default_factory=itertools.count)
 
@@ -254,7 +249,7 @@ class GameRollout:
             if not own:
                 errors.append(summary.error or "the role never played")
                 prompt = tokenizer.apply_chat_template(
-                    first_prompt(self.game.name, task), add_generation_prompt=True, return_dict=True
+                    self.game.first_prompt(task), add_generation_prompt=True, return_dict=True
                 )["input_ids"]
                 out["prompt_ids"].append(list(prompt))
                 out["completion_ids"].append([eos])

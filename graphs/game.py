@@ -1,0 +1,128 @@
+"""The game contract: what a game package exports as ``GAME``, and everything sparring reads
+from it.
+
+A game is one package under ``graphs/`` (state, prompts, nodes, graph, options, metrics)
+whose ``GAME`` is a ``GameSpec``; registering it is one line in ``graphs/games.py``. Players,
+dataset builders, evaluation, the deploy gate, GRPO, workers and the CLI read the game's
+knowledge from here, never from a list of game names of their own.
+
+A spec stays light to import (the CLI reads every game's options at start): its graph is
+named by module and imported only when the game is played.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from graphs.credit import DEFAULT_CREDIT, CreditRule
+from graphs.options import GameOptions, make_options, option_fields
+from graphs.policies.base import Message
+from graphs.seats import Seat, SeatKind
+from graphs.tasks.base import Task
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from evaluation.run_metrics import RunMetrics
+
+
+class GameContractError(ValueError):
+    """A game spec that breaks the contract, or a role it has no use for."""
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    reward: float | None
+    """headline reward of the episode (None when the task has no ground truth)"""
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GateMetric:
+    """What a learner seat's candidate adapter is judged on by the deploy gate."""
+
+    name: str
+    """a metric of the game's ``metrics`` (higher is better)"""
+    needs: str = "no episode gave one"
+    """why the metric can have no figure, said when the gate cannot compare"""
+
+
+def question_prompt(task: Task) -> list[Message]:
+    """The default first prompt: the bare question."""
+    return [{"role": "user", "content": task.question}]
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    name: str
+    description: str
+    seats: tuple[Seat, ...]
+    graph: str
+    """the module whose ``build()`` returns the compiled graph (context_schema=EpisodeContext)"""
+    initial_state: Callable[[Task, Any], dict[str, Any]]
+    """(task, the game's options) -> the graph's input state"""
+    outcome: Callable[[dict[str, Any]], EpisodeOutcome]
+    """reads the final state and returns the episode's headline reward and summary"""
+    metrics: Callable[[Engine, str], RunMetrics]
+    """(engine, run id) -> the run's metrics, computed from the store"""
+    gate_metrics: Mapping[str, GateMetric]
+    """learner seat -> the metric its candidates are gated on (every learner seat has one)"""
+    rewards: Mapping[str, str]
+    """reward event name -> what it means (the names the game logs)"""
+    options: type[GameOptions] = GameOptions
+    """the game's options dataclass (its fields are CLI options)"""
+    credit: Mapping[str, CreditRule] = field(default_factory=dict)
+    """seat -> its credit rule, for seats whose credit is not the sum of their turn's rewards"""
+    first_prompt: Callable[[Task], list[Message]] = question_prompt
+    """the prompt that stands for a task in online training (GRPO's dataset)"""
+    report_metrics: tuple[str, ...] = ()
+    """the metrics `sparring retrain` reports before and after its rounds (empty: all of them)"""
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.seats]
+        learners = {s.name for s in self.seats if s.kind == SeatKind.LEARNER}
+        problems = [f"seat {n!r} appears twice" for n in sorted({n for n in names if names.count(n) > 1})]
+        problems += [f"learner seat {n!r} has no gate metric" for n in sorted(learners - set(self.gate_metrics))]
+        problems += [f"gate metric for {n!r}, which is not a learner seat" for n in self.gate_metrics
+                     if n not in learners]
+        problems += [f"credit rule for {n!r}, which is not a seat" for n in self.credit if n not in names]
+        try:
+            option_fields(self.options)
+        except TypeError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise GameContractError(f"game {self.name!r}: {'; '.join(problems)}")
+
+    def seat(self, name: str) -> Seat:
+        for seat in self.seats:
+            if seat.name == name:
+                return seat
+        raise KeyError(f"game {self.name!r} has no seat {name!r}; its seats: {', '.join(s.name for s in self.seats)}")
+
+    def build(self) -> Any:
+        """The compiled graph (imports the game's graph module, hence LangGraph, on first use)."""
+        return importlib.import_module(self.graph).build()
+
+    def make_options(self, values: Mapping[str, Any] | None = None) -> GameOptions:
+        """The game's options: its defaults with ``values`` over them (GameOptionError for an
+        option it does not have)."""
+        return make_options(self.name, self.options, values or {})
+
+    def check_options(self, options: GameOptions) -> GameOptions:
+        if not isinstance(options, self.options):
+            raise GameContractError(f"game {self.name!r} takes {self.options.__name__}, got "
+                                    f"{type(options).__name__}; make them with GAME.make_options(...)")
+        return options
+
+    def gate_metric(self, role: str) -> GateMetric:
+        if role not in self.gate_metrics:
+            learners = ", ".join(self.gate_metrics) or "none"
+            raise GameContractError(f"game {self.name!r} has no learner seat {role!r}, so nothing to train or "
+                                    f"gate; its learner seats: {learners}")
+        return self.gate_metrics[role]
+
+    def credit_rule(self, role: str) -> CreditRule:
+        return self.credit.get(role, DEFAULT_CREDIT)

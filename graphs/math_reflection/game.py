@@ -1,0 +1,69 @@
+"""math-reflection as a game: seats, options, outcome, rewards, credit, metrics and gates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphs.credit import CORRECT
+from graphs.game import EpisodeOutcome, GameSpec, GateMetric
+from graphs.math_reflection.credit import CRITIC_CREDIT, VERDICT_CORRECT
+from graphs.math_reflection.majority import majority_index
+from graphs.math_reflection.metrics import reflection_metrics
+from graphs.math_reflection.options import ReflectionOptions
+from graphs.math_reflection.prompts import actor_messages
+from graphs.seats import Seat, SeatKind
+from graphs.tasks.base import Task
+
+SEATS = (
+    Seat("actor", SeatKind.LEARNER, "Solves the problem, then refines its answer from the critique."),
+    Seat("critic", SeatKind.LEARNER, "Reviews each answer and says 'Verdict: correct' or 'Verdict: incorrect'."),
+    Seat("judge", SeatKind.JUDGE, "Checks each answer against the ground truth (no model call).", "verifier"),
+)
+
+
+def initial_state(task: Task, options: ReflectionOptions) -> dict[str, Any]:
+    return {"answers": [], "correct": [], "critiques": []}
+
+
+def outcome(state: dict[str, Any]) -> EpisodeOutcome:
+    """Headline reward: correctness of the final answer (None without ground truth)."""
+    answers = [answer["value"] for answer in state["answers"]]
+    correct: list[bool | None] = state["correct"]
+    has_truth = correct[-1] is not None
+    verdicts = [c["verdict_correct"] for c in state["critiques"] if c["verdict_correct"] is not None]
+    majority = majority_index(answers)
+    summary = {
+        "answers": answers,
+        "correct_by_turn": correct,
+        "first_correct": correct[0],
+        "final_correct": correct[-1],
+        "majority_correct": (majority is not None and bool(correct[majority])) if has_truth else None,
+        "verdicts": [c["verdict"] for c in state["critiques"]],
+        "critic_accuracy": sum(verdicts) / len(verdicts) if verdicts else None,
+    }
+    return EpisodeOutcome(reward=float(correct[-1]) if has_truth else None, summary=summary)
+
+
+GAME = GameSpec(
+    name="math-reflection",
+    description="An actor solves a math problem, a critic reviews it, the actor refines; judged on ground truth.",
+    seats=SEATS,
+    graph="graphs.math_reflection.graph",
+    initial_state=initial_state,
+    outcome=outcome,
+    options=ReflectionOptions,
+    rewards={
+        CORRECT: "actor: its answer matches the ground truth (1/0, 0 when unparsed)",
+        VERDICT_CORRECT: "critic: its verdict agrees with the truth about the answer it reviewed (1/0)",
+    },
+    credit={"critic": CRITIC_CREDIT},
+    metrics=reflection_metrics,
+    gate_metrics={  # never the critic's raw accuracy, which rewards saying "incorrect" to a weak actor
+        "actor": GateMetric("pass@turn-1"),
+        "critic": GateMetric("critic_balanced_accuracy",
+                             "balanced accuracy needs the critic to review both right and wrong answers"),
+    },
+    first_prompt=lambda task: actor_messages(task.question),
+    report_metrics=("pass@turn-1", "pass@final-turn", "majority@N", "refinement_gain", "critic_balanced_accuracy",
+                    "critic_unparsed_rate"),
+)

@@ -1,0 +1,19 @@
+"""The options of math-reflection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphs.options import GameOptions
+
+
+@dataclass(frozen=True)
+class ReflectionOptions(GameOptions):
+    turns: int = 3
+    """most actor answers (1 + refinements)"""
+    stop_on_correct: bool = True
+    """stop when the critic says the answer is correct"""
+
+    def __post_init__(self) -> None:
+        if self.turns < 1:
+            raise ValueError(f"turns must be >= 1, got {self.turns}")
