@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.settings import load_settings  # noqa: E402
 from bench.backend_throughput import raw_generate  # noqa: E402
-from graphs.context import GameOptions  # noqa: E402
+from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
 from graphs.games import get_game  # noqa: E402
 from graphs.math_reflection.prompts import actor_messages  # noqa: E402
 from graphs.policies.base import SamplingParams  # noqa: E402
@@ -61,7 +61,7 @@ def play_once(backend, tasks, concurrency: int, max_new_tokens: int, sink) -> tu
     """(tokens/s, wall seconds) of one play."""
     game = get_game("math-reflection")
     policy = Policy(backend, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
-    options = GameOptions(turns=2, stop_on_correct=False)
+    options = ReflectionOptions(turns=2, stop_on_correct=False)
     report = asyncio.run(
         play(game, tasks, {"actor": policy, "critic": policy}, sink, concurrency=concurrency, seed=0, options=options)
     )
