@@ -7,13 +7,18 @@ In one run, on the configured model (bundled SmolLM2-135M by default, CPU):
 * play: ``math-reflection`` with every turn played (actor, critic, actor, critic), greedy, at
   concurrency C = B, logged to a fresh SQLite file; generated tokens / wall time;
 * logging: the same concurrency-16 play with the real recorder vs a recorder that drops
-  everything (`NullRecorder`), alternated and repeated; the median wall times are compared.
+  everything (`NullRecorder`), alternated and repeated; the median wall times are compared;
+* compute limit: tokens/s if every forward pass ran at the machine's float32 matmul peak
+  (measured on a large square matmul with torch's threads), at 2 x parameters FLOPs per
+  token (prompt tokens not counted: the figure is a ceiling, not what is reachable), and
+  each measured rate as a fraction of it.
 
 The play figure is the honest one for users: it includes the critic's longer prompts, the
 verifier, LangGraph and the recorder, which the raw baseline does not pay for.
 
     python bench/play_throughput.py
     python bench/play_throughput.py --sizes 1 16 --max-new-tokens 48 --repeats 1
+    python bench/play_throughput.py --sizes 64 --repeats 0      # concurrency 64 only, no logging figure
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -44,6 +51,19 @@ from storage.engine import open_store  # noqa: E402
 from storage.recorder import NullRecorder, Recorder  # noqa: E402
 
 SEQUENTIAL_PROMPTS = 4
+MATMUL_SIZE = 2048
+
+
+def matmul_peak_flops(size: int = MATMUL_SIZE, seconds: float = 2.0) -> float:
+    """Float32 FLOP/s of a square matmul on the CPU with torch's threads (best of several runs)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b  # warm-up
+    best, deadline = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        started = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - started)
+    return 2 * size**3 / best
 
 
 def raw_tokens_per_s(backend: InProcessBackend, tasks, size: int, max_new_tokens: int) -> float:
@@ -59,6 +79,7 @@ def raw_tokens_per_s(backend: InProcessBackend, tasks, size: int, max_new_tokens
 
 def play_once(backend, tasks, concurrency: int, max_new_tokens: int, sink) -> tuple[float, float]:
     """(tokens/s, wall seconds) of one play."""
+    backend.stats = type(backend.stats)()
     game = get_game("math-reflection")
     policy = Policy(backend, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
     options = ReflectionOptions(turns=2, stop_on_correct=False)
@@ -72,39 +93,55 @@ def play_once(backend, tasks, concurrency: int, max_new_tokens: int, sink) -> tu
     return report.tokens_per_s, report.wall_s
 
 
+def logging_overhead(backend, engine, tasks, size: int, args: argparse.Namespace) -> None:
+    walls: dict[str, list[float]] = {"on": [], "off": []}
+    for _ in range(args.repeats):
+        with Recorder(engine) as recorder:
+            walls["on"].append(play_once(backend, tasks[:size], size, args.max_new_tokens, recorder)[1])
+        walls["off"].append(play_once(backend, tasks[:size], size, args.max_new_tokens, NullRecorder())[1])
+    on, off = statistics.median(walls["on"]), statistics.median(walls["off"])
+    print(f"logging at concurrency {size}: recorder on {on:.2f} s, off {off:.2f} s, "
+          f"overhead {100 * (on / off - 1):+.1f}% (median of {args.repeats})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3, help="alternated recorder on/off pairs")
+    parser.add_argument("--repeats", type=int, default=3, help="alternated recorder on/off pairs (0: skip)")
+    parser.add_argument("--join-rows", type=int, default=None, help="the backend's join_rows (default: its own)")
+    parser.add_argument("--join-wait-steps", type=int, default=None, help="the backend's join_wait_steps")
     args = parser.parse_args()
 
     settings = load_settings()
     backend = InProcessBackend.from_pretrained(
         settings.model, cache_dir=settings.cache_dir, device=settings.device, max_batch_size=max(args.sizes)
     )
+    if args.join_rows is not None:
+        backend.join_rows = args.join_rows
+    if args.join_wait_steps is not None:
+        backend.join_wait_steps = args.join_wait_steps
     tasks = load_tasks("arithmetic", n=max(args.sizes), seed=0, split="heldout")
     with tempfile.TemporaryDirectory() as tmp:
         engine = open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
+        params = sum(p.numel() for p in backend.model.parameters())
+        peak = matmul_peak_flops()
+        limit = peak / (2 * params)
         print(f"model {settings.model} · greedy · max_new_tokens {args.max_new_tokens} · torch threads "
-              f"{__import__('torch').get_num_threads()}")
-        print(f"{'concurrency':>11} {'raw tok/s':>10} {'play tok/s':>11} {'play/raw':>9}")
+              f"{torch.get_num_threads()} · join rows {backend.join_rows}, wait {backend.join_wait_steps} steps")
+        print(f"compute limit: {params / 1e6:.1f} M params x 2 = {2 * params / 1e9:.2f} GFLOP/token; "
+              f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s ({MATMUL_SIZE}^2) -> {limit:.0f} tok/s")
+        print(f"{'concurrency':>11} {'raw tok/s':>10} {'play tok/s':>11} {'play/raw':>9} {'raw/limit':>10} "
+              f"{'play/limit':>11} {'rows/step':>10}")
         for size in args.sizes:
             raw = raw_tokens_per_s(backend, tasks, size, args.max_new_tokens)
             episodes = tasks[: max(size, SEQUENTIAL_PROMPTS)]
             with Recorder(engine) as recorder:
                 rate, _ = play_once(backend, episodes, size, args.max_new_tokens, recorder)
-            print(f"{size:>11} {raw:>10.1f} {rate:>11.1f} {rate / raw:>9.2f}")
-
-        size = 16 if 16 in args.sizes else args.sizes[-1]
-        walls: dict[str, list[float]] = {"on": [], "off": []}
-        for _ in range(args.repeats):
-            with Recorder(engine) as recorder:
-                walls["on"].append(play_once(backend, tasks[:size], size, args.max_new_tokens, recorder)[1])
-            walls["off"].append(play_once(backend, tasks[:size], size, args.max_new_tokens, NullRecorder())[1])
-        on, off = statistics.median(walls["on"]), statistics.median(walls["off"])
-        print(f"logging at concurrency {size}: recorder on {on:.2f} s, off {off:.2f} s, "
-              f"overhead {100 * (on / off - 1):+.1f}% (median of {args.repeats})")
+            print(f"{size:>11} {raw:>10.1f} {rate:>11.1f} {rate / raw:>9.2f} {raw / limit:>10.1%} "
+                  f"{rate / limit:>11.1%} {backend.stats.mean_rows_per_step:>10.1f}")
+        if args.repeats >= 1:
+            logging_overhead(backend, engine, tasks, 16 if 16 in args.sizes else args.sizes[-1], args)
     asyncio.run(backend.aclose())
 
 

@@ -551,6 +551,34 @@ def test_a_failing_join_fails_only_the_joining_requests(joining, model, backend)
     assert survivor.completion_token_ids == expected.completion_token_ids
 
 
+def test_choices_between_decode_steps_leave_the_running_batch_on_its_adapter(
+    joining, tokenizer, adapter_dirs
+) -> None:
+    """A choice request runs between two decode steps, setting the model up for its own
+    adapter; the running rows then go on with theirs (here: merged "a", then mixed)."""
+    backend = InProcessBackend(tiny_model(tokenizer), tokenizer, model_name="tiny")  # its own model
+    for served in (joining, backend):
+        asyncio.run(served.load_adapter("a", str(adapter_dirs["a"])))
+        asyncio.run(served.load_adapter("b", str(adapter_dirs["b"])))
+    choices = [verdict_request(PROMPTS[1], adapter=a) for a in (None, "b", "a")]
+    alone = [asyncio.run(backend.generate(r)) for r in choices]
+    asyncio.run(backend.aclose())
+    first = GenerationRequest(PROMPTS[2], replace(GREEDY, max_new_tokens=30), "a")
+    later = [choices[0], GenerationRequest(PROMPTS[0], GREEDY, "b"), choices[1], choices[2]]
+
+    results, done = _staggered(joining, first, later)
+
+    assert done[-1] == 0  # the choices were answered while the batch ran
+    expected = reference_generate(tokenizer, adapter_dirs, "a", results[0].prompt_token_ids, 30)
+    assert results[0].completion_token_ids == expected
+    assert results[2].completion_token_ids == reference_generate(
+        tokenizer, adapter_dirs, "b", results[2].prompt_token_ids, GREEDY.max_new_tokens
+    )
+    for got, want in zip([results[1], results[3], results[4]], alone, strict=True):
+        assert (got.chosen, got.served_by) == (want.chosen, want.served_by)
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-4)
+
+
 def test_closed_backend_refuses_requests(backend) -> None:
     asyncio.run(backend.aclose())
     with pytest.raises(BackendError, match="closed"):
