@@ -22,6 +22,8 @@ from storage.search import SearchError, check_search
 
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
+DEFAULTS = {"sort": "-started_at"}
+"""parameters left out of links when they have their default value"""
 
 
 class BadParameter(ValueError):
@@ -112,7 +114,7 @@ def episode_query(
                                        "store).")] = None,
 ) -> EpisodeQuery:
     """The checked query; BadParameter names the first parameter that is wrong."""
-    given = {k: v for k, v in locals().items() if isinstance(v, str) and v != "" and not (k == "sort" and v == "-started_at")}
+    given = {k: v for k, v in locals().items() if isinstance(v, str) and v not in ("", DEFAULTS.get(k))}
     seats = seats_by_game()
     _one_of("game", game, list(seats))
     _one_of("status", status, [s.value for s in EpisodeStatus])
