@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from storage.engine import open_store
-from storage.models import Episode, Run, TrainingJob
+from storage.models import DatasetSnapshot, Episode, Run, TrainingJob
 from storage.queries import EpisodeFilter, iter_turns
 from ctrl_c import default_sigint
 from model_logs import as_model_turns
@@ -115,13 +115,25 @@ def test_retrain_round_trains_gates_and_reports(env):
     curve = matplotlib.image.imread(env / "loop-learning-curve.png")  # beside the store
     assert curve[..., :3].std() > 0.05
 
-    # the next round reads only what is new: the tiny model's own episodes give no correct rows
+    # the next round reads only what is new. The tiny actor's own answers are wrong: no actor rows.
+    # Its critic's verdict is a constrained choice, so each 'incorrect' on those wrong answers is a
+    # right verdict: rows from this round's episodes only, trained and gated as critic@v2.
+    engine = open_store(f"sqlite:///{env / 'loop.db'}")
+    with engine.connect() as conn:
+        earlier = set(conn.execute(select(Episode.id)).scalars())
     again = cli("retrain", "--tasks", str(tasks), "--once", "--every-episodes", "4", "--samples", "2",
                 "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1",
                 "--no-report", "--format", "json")
-    second = json.loads(again.strip().splitlines()[-1])
-    assert [r["status"] for r in second] == ["skipped", "skipped"]
-    assert all("no new rows" in r["detail"] for r in second)
+    actor, critic = json.loads(again.strip().splitlines()[-1])
+    assert actor["status"] == "skipped" and "no new rows" in actor["detail"], actor
+    assert critic["status"] in ("promoted", "rejected") and critic["candidate"] == "critic@v2", critic
+    with engine.connect() as conn:
+        path = conn.execute(select(DatasetSnapshot.path).where(DatasetSnapshot.role == "critic")
+                            .order_by(DatasetSnapshot.id.desc())).scalars().first()
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    assert len(rows) == critic["rows"] > 0
+    assert all(r["reward"] >= 0.5 and r["episode_id"] not in earlier for r in rows), rows
+    assert all(r["completion"][0]["content"].endswith("Verdict: incorrect") for r in rows), rows
 
 
 def test_train_grpo_plays_the_game_and_publishes_a_candidate(env):
