@@ -10,9 +10,13 @@ record enqueued ahead of it, and an episode whose end was not recorded stays ``r
 full: ``batch_size`` bounds how many records one transaction holds, and fewer, larger
 commits are what let the writer keep up (bench/store_ingest.py).
 
-A write that still fails after retrying transient errors stops the writer: nothing after it
-is written, and the failure is raised as a DatabaseError by ``flush``, ``close`` and every
-later sink call.
+A batch the store refuses (after retrying transient errors) costs no other episode: it is
+written again with text the store cannot hold made storable (``storage.storable``: a NUL in a
+task or a model reply), then, if still refused, episode by episode. An episode whose own
+records are refused is marked failed (error_stage "recorder", the driver's error) and its
+later records are dropped; the others are written. Only when the store takes nothing at all
+(not even that mark) does the writer stop: nothing after it is written, and the failure is
+raised as a DatabaseError by ``flush``, ``close`` and every later sink call.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from storage.records import (
     TurnRecord,
     utcnow,
 )
-from storage.rows import EPISODES, to_rows, write_rows
+from storage.rows import EPISODES, episode_of, fail_unstored, to_rows, write_rows
+from storage.storable import storable
 
 __all__ = ["NullRecorder", "Recorder", "RecorderStats", "mark_orphans"]
 
@@ -60,7 +65,9 @@ class RecorderStats:
     seconds: float = 0.0
     """time the writer spent converting and writing (not waiting for records)"""
     dropped: int = 0
-    """records not written because the writer had failed"""
+    """records not written: the writer had failed, or their episode's records were refused"""
+    lost_episodes: int = 0
+    """episodes marked failed because the store refused their records"""
 
 
 class Recorder:
@@ -77,6 +84,8 @@ class Recorder:
         self._queue: SimpleQueue[Any] = SimpleQueue()
         self._stats = RecorderStats()
         self._failure: DatabaseError | None = None
+        self._refused: set[str] = set()
+        """episodes marked failed because the store refused their records: the rest are dropped"""
         self._closed = False
         self._thread = threading.Thread(target=self._run_writer, name="sparring-recorder", daemon=True)
         self._thread.start()
@@ -240,21 +249,72 @@ class Recorder:
             return
         started = time.perf_counter()
         try:
-            rows = to_rows(batch)
-            written = in_transaction(self._engine, lambda conn: write_rows(conn, rows))
-        except Exception as exc:
-            self._stats.dropped += len(batch)
-            self._failure = DatabaseError(
-                f"the recorder could not save a batch of {len(batch)} records, and saves nothing after "
-                f"it: {driver_message(exc)}"
-            )
-            self._failure.__cause__ = exc
-            return
+            if self._refused:
+                kept = [r for r in batch if episode_of(r) not in self._refused]
+                self._stats.dropped += len(batch) - len(kept)
+                batch = kept
+            try:
+                self._commit(batch)
+            except Exception as exc:
+                self._salvage(batch, exc)
         finally:
             self._stats.seconds += time.perf_counter() - started
-        self._stats.records += len(batch)
-        self._stats.rows += written
-        self._stats.batches += 1
+
+    def _commit(self, batch: list[Any]) -> None:
+        if batch:
+            rows = to_rows(batch)
+            written = in_transaction(self._engine, lambda conn: write_rows(conn, rows))
+            self._stats.records += len(batch)
+            self._stats.rows += written
+            self._stats.batches += 1
+
+    def _salvage(self, batch: list[Any], refusal: Exception) -> None:
+        """A refused batch: again with storable text, then episode by episode."""
+        batch = [storable(r) for r in batch]
+        try:
+            self._commit(batch)
+            return
+        except Exception as exc:
+            refusal = exc
+        by_episode: dict[str, list[Any]] = {}
+        for record in batch:
+            by_episode.setdefault(episode_of(record), []).append(record)
+        stored_any = False
+        for episode_id, records in by_episode.items():
+            try:
+                self._commit(records)
+                stored_any = True
+                continue
+            except Exception as exc:
+                refusal = exc
+            if self._mark_refused(episode_id, records, refusal):
+                stored_any = True
+            elif not stored_any:  # not even the mark: the store itself is failing
+                self._stats.dropped += len(batch) - len(records)
+                self._failure = DatabaseError(
+                    f"the recorder could not save a batch of {len(batch)} records, and saves nothing after "
+                    f"it: {driver_message(refusal)}"
+                )
+                self._failure.__cause__ = refusal
+                return
+
+    def _mark_refused(self, episode_id: str, records: list[Any], refusal: Exception) -> bool:
+        """Drop the episode's records (and its later ones) and mark it failed; False if the
+        mark could not be written."""
+        self._refused.add(episode_id)
+        self._stats.dropped += len(records)
+        start = next((r for r in records if type(r) is EpisodeStart), None)
+        error = f"the store refused this episode's records ({driver_message(refusal)}); they are not saved"
+        for keep_task in (True, False) if start is not None else (False,):  # the task may be what was refused
+            try:
+                marked = in_transaction(
+                    self._engine, lambda conn: fail_unstored(conn, episode_id, start, error, task=keep_task)
+                )
+            except Exception:
+                continue
+            self._stats.lost_episodes += marked
+            return True
+        return False
 
 
 class NullRecorder:

@@ -15,7 +15,15 @@ from typing import Any
 from sqlalchemy import Connection, Table, bindparam, insert, update
 
 from storage.models import Base
-from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
+from storage.records import (
+    EpisodeEnd,
+    EpisodeStart,
+    EpisodeStatus,
+    JudgmentRecord,
+    RewardRecord,
+    TurnRecord,
+    utcnow,
+)
 
 EPISODES, EPISODE_PAYLOADS, TURNS, TURN_PAYLOADS, REWARDS, JUDGMENTS = (
     Base.metadata.tables[name]
@@ -48,6 +56,11 @@ class Rows:
 
     inserts: dict[Table, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in INSERT_ORDER})
     ends: list[EpisodeEnd] = field(default_factory=list)
+
+
+def episode_of(record: Any) -> str:
+    """The id of the episode a record belongs to."""
+    return record.id if type(record) is EpisodeStart else record.episode_id
 
 
 def to_rows(records: list[Any]) -> Rows:
@@ -187,3 +200,32 @@ def write_rows(conn: Connection, rows: Rows) -> int:
         conn.execute(_END_PAYLOAD, [{"b_id": e.episode_id, "b_outcome": e.outcome, "b_error": e.error} for e in ends])
         written += 2 * len(ends)
     return written
+
+
+UNSTORED_STAGE = "recorder"
+"""error_stage of an episode whose records the store refused"""
+
+
+def fail_unstored(conn: Connection, episode_id: str, start: EpisodeStart | None, error: str, *, task: bool) -> int:
+    """Mark an episode whose records the store refused as failed (error_stage "recorder");
+    returns how many episodes were marked (0: no such episode).
+
+    ``start``: its EpisodeStart, when it was among the refused records: the episode row is then
+    inserted, with the start's task when ``task`` (else an empty one: the task may be what was
+    refused). Otherwise the episode row already stored is updated."""
+    finished = utcnow()
+    if start is not None:
+        inserts = to_rows([start]).inserts
+        episode, payload = inserts[EPISODES][0], inserts[EPISODE_PAYLOADS][0]
+        episode.update(status=EpisodeStatus.FAILED.value, error_stage=UNSTORED_STAGE, finished_at=finished)
+        payload.update(error=error, task=start.task if task else {})
+        conn.execute(insert(EPISODES), episode)
+        conn.execute(insert(EPISODE_PAYLOADS), payload)
+        return 1
+    marked = conn.execute(
+        update(EPISODES)
+        .where(EPISODES.c.id == episode_id)
+        .values(status=EpisodeStatus.FAILED.value, error_stage=UNSTORED_STAGE, finished_at=finished)
+    )
+    conn.execute(update(EPISODE_PAYLOADS).where(EPISODE_PAYLOADS.c.episode_id == episode_id).values(error=error))
+    return marked.rowcount

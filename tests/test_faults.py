@@ -1,0 +1,97 @@
+"""Faults and bad input that used to do harm: each one here on real stores (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Engine, select
+from typer.testing import CliRunner
+
+from app.cli import app
+from factories import episode_end, episode_start, record_episode, turn_record
+from storage.engine import open_store
+from storage.models import Episode, Run
+from storage.queries import get_episode
+from storage.recorder import Recorder
+from storage.rows import UNSTORED_STAGE
+from storage.storable import REPLACED_KEY, REPLACEMENT
+
+runner = CliRunner()
+
+
+def _is_postgres(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
+
+
+# --- text the store cannot hold, and records it refuses ------------------------------------
+
+
+def test_a_nul_character_is_stored_or_made_storable_and_marked(store: Engine) -> None:
+    with Recorder(store, flush_interval_s=10) as recorder:  # one batch: the NUL episode amid others
+        before = record_episode(recorder, turns=2)
+        start = episode_start(task={"question": "What is 2\x00+ 3?", "answer": "5"})
+        recorder.episode_started(start)
+        recorder.turn(turn_record(start.id, 0, response="5\x00"))
+        recorder.episode_finished(episode_end(start.id, num_turns=1))
+        after = record_episode(recorder, turns=2)
+    assert recorder.stats.lost_episodes == 0 and recorder.stats.dropped == 0
+    assert [get_episode(store, ep.start.id)["status"] for ep in (before, after)] == ["succeeded"] * 2
+    got = get_episode(store, start.id)
+    assert got["status"] == "succeeded" and len(got["turns"]) == 1
+    if _is_postgres(store):  # PostgreSQL refuses NUL in text: replaced, and the records say so
+        assert got["task"] == {"question": f"What is 2{REPLACEMENT}+ 3?", "answer": "5", REPLACED_KEY: 1}
+        assert got["turns"][0]["response"] == f"5{REPLACEMENT}"
+        assert got["turns"][0]["sampling"][REPLACED_KEY] == 1
+    else:  # SQLite holds it as sent
+        assert got["task"] == start.task and got["turns"][0]["response"] == "5\x00"
+
+
+def test_an_episode_whose_records_are_refused_fails_alone(store: Engine) -> None:
+    with Recorder(store, flush_interval_s=10) as recorder:
+        before = record_episode(recorder, turns=2)
+        start = episode_start()
+        recorder.episode_started(start)
+        recorder.turn(turn_record(start.id, 0))
+        recorder.turn(turn_record(start.id, 1, sampling={"stop": {"a set is no JSON"}}))
+        recorder.episode_finished(episode_end(start.id))
+        after = record_episode(recorder, turns=2)
+        recorder.flush()
+        recorder.turn(turn_record(start.id, 2))  # a later record of the refused episode is dropped
+        later = record_episode(recorder, turns=1)
+    assert recorder.stats.lost_episodes == 1 and recorder.stats.dropped == 5
+    for ep in (before, after, later):
+        got = get_episode(store, ep.start.id)
+        assert got["status"] == "succeeded" and len(got["turns"]) == len(ep.turns)
+    refused = get_episode(store, start.id)
+    assert (refused["status"], refused["error_stage"], refused["turns"]) == ("failed", UNSTORED_STAGE, [])
+    assert "refused" in refused["error"] and "JSON serializable" in refused["error"]
+    assert refused["task"] == start.task  # the task itself was storable
+
+
+def test_play_keeps_every_episode_of_a_task_file_with_a_nul(store_url: str, tmp_path, monkeypatch) -> None:
+    """The reported loss: a NUL in one question made PostgreSQL refuse a batch, and the writer
+    then saved nothing more. Echoed by the actor, the NUL reaches the turns too."""
+    questions = [f"What is {a} + 1?" for a in range(40)]
+    questions[20] = "What is 20\x00 + 1?"
+    tasks = tmp_path / "nul.jsonl"
+    tasks.write_text("".join(json.dumps({"question": q, "answer": f"#### {a + 1}"}) + "\n"
+                             for a, q in enumerate(questions)))
+    monkeypatch.setenv("SPARRING_DATABASE_URL", store_url)
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    result = runner.invoke(app, ["play", "math-reflection", "--tasks", str(tasks), "-n", "40", "-c", "4",
+                                 "--turns", "1", "--seat", "actor=scripted:echo",
+                                 "--seat", "critic=scripted:always-correct", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    engine = open_store(store_url)
+    with engine.connect() as conn:
+        statuses = dict(conn.execute(select(Episode.id, Episode.status)).all())
+        runs = conn.execute(select(Run.status)).scalars().all()
+    episodes = [get_episode(engine, episode_id) for episode_id in statuses]
+    engine.dispose()
+    assert len(statuses) == 40 and set(statuses.values()) == {"succeeded"}, statuses
+    assert runs == ["finished"]
+    # PostgreSQL's JSON holds an escaped NUL, its text columns none: a NUL in a batch it refused is replaced
+    nul = next(e for e in episodes if e["task"]["question"].replace(REPLACEMENT, "\x00") == questions[20])
+    assert len(nul["turns"]) == 2 and "20" in nul["turns"][0]["response"]
+    if REPLACEMENT in nul["task"]["question"]:
+        assert _is_postgres(engine) and nul["task"][REPLACED_KEY] == 1
