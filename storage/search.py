@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import BindParameter, bindparam
-from sqlalchemy.types import Boolean
+from sqlalchemy.types import NullType
 
 from storage.models import Episode, Turn
 
@@ -50,7 +50,7 @@ class _TurnMatches(ColumnElement[bool]):
     """The ``turns`` row's prompt or response matches the search; rendered per database."""
 
     inherit_cache = False
-    type = Boolean()
+    type = NullType()  # not Boolean: SQLite would get "... = 1", which keeps its planner from the index
 
     def __init__(self, text: str) -> None:
         self.text = text

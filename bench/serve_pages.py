@@ -1,0 +1,98 @@
+"""`sparring serve` on a store of 1M logged turns: the API's first page and the episodes page,
+against the same query run directly (storage.queries.list_episodes).
+
+The store holds N synthetic turns (bench/synthetic_store.py); SQLite is cached per size,
+PostgreSQL is loaded into a fresh database and dropped afterwards. Each request goes through
+the whole application in process (FastAPI's TestClient: routing, parameter checks, the query,
+JSON or the Jinja2 page), without a network hop. Each figure is the median of --repeats runs
+after one warm-up; the ratio is server time over direct time (1.0x: the server adds nothing).
+
+    python bench/serve_pages.py                        # 1,000,000 turns
+    python bench/serve_pages.py --turns 100000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from app.server.app import create_app  # noqa: E402
+from bench.common import add_postgres_argument, note, print_table  # noqa: E402
+from bench.synthetic_store import LoadedStore, bench_stores  # noqa: E402
+from storage.engine import open_store  # noqa: E402
+from storage.queries import EpisodeFilter, list_episodes  # noqa: E402
+
+LIMIT = 50
+CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("first page", "", {}),
+    ("succeeded math-reflection", "game=math-reflection&status=succeeded", {"game": "math-reflection",
+                                                                            "status": "succeeded"}),
+    ("search, rare words", "q=numbers+do+not+add+up", {"text": "numbers do not add up"}),
+    ("search, common word", "q=arithmetic", {"text": "arithmetic"}),
+]  # fmt: skip
+"""label, the query string, the same filter as EpisodeFilter fields"""
+
+
+def median_s(work: Callable[[], object], repeats: int) -> float:
+    work()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def measure(name: str, store: LoadedStore, repeats: int) -> list[tuple[object, ...]]:
+    engine = open_store(store.url)
+    rows: list[tuple[object, ...]] = []
+    try:
+        with TestClient(create_app(store.url)) as client:
+            for label, query, fields in CASES:
+                flt = EpisodeFilter(**fields)
+                direct = list_episodes(engine, flt, limit=LIMIT)
+                api = client.get(f"/api/episodes?limit={LIMIT}&{query}")
+                page = client.get(f"/?limit={LIMIT}&{query}")
+                if api.status_code != 200 or page.status_code != 200:
+                    raise SystemExit(f"{name} {label}: the server answered {api.status_code}/{page.status_code}")
+                if [i["id"] for i in api.json()["items"]] != [i["id"] for i in direct.items]:
+                    raise SystemExit(f"{name} {label}: the API's page differs from list_episodes'")
+                note(f"{name}: {label} ({direct.total:,} matching)")
+                direct_s = median_s(lambda flt=flt: list_episodes(engine, flt, limit=LIMIT), repeats)
+                for what, path in (("API", f"/api/episodes?limit={LIMIT}&{query}"),
+                                   ("page", f"/?limit={LIMIT}&{query}")):
+                    served_s = median_s(lambda path=path: client.get(path), repeats)
+                    rows.append((name, store.turns, label, direct.total, what, 1000 * served_s, 1000 * direct_s,
+                                 f"{served_s / direct_s:.2f}x"))
+    finally:
+        engine.dispose()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=1_000_000, help="turns in the store (default 1,000,000)")
+    parser.add_argument("--repeats", type=int, default=5, help="median of this many runs (default 5)")
+    add_postgres_argument(parser)
+    args = parser.parse_args()
+
+    print(f"sparring serve, {LIMIT} episodes a page (newest first, total counted) vs list_episodes directly; "
+          f"median of {args.repeats}")
+    rows = []
+    for name, open_loaded in bench_stores(args.turns, args.postgres_url):
+        with open_loaded() as store:
+            rows += measure(name, store, args.repeats)
+    print_table(["store", "turns", "query", "matching", "served", "served ms", "direct ms", "ratio"], rows)
+
+
+if __name__ == "__main__":
+    main()
