@@ -53,7 +53,14 @@ ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 
 JOIN_ROWS_DIVISOR = 8
 JOIN_WAIT_STEPS = 4
-"""Join policy defaults: see ``InProcessBackend.__init__``. MEASURED-BELOW"""
+"""Join policy defaults (see ``InProcessBackend.__init__``): join when max_batch_size / 8 rows
+can (all free rows, if fewer), or once the oldest queued request has waited 4 steps. A join
+costs one extra forward pass (the joiners' prefill, whose fixed cost is that of a whole
+decode step on CPU) and a copy of the whole KV cache (the merge: about as much as the
+concatenation every decode step already does); a free row wastes 1/64 of a step per step.
+So a join waits for a few rows to share it, but never long: an episode's next turn waits
+behind it. Chosen by this cost argument; not yet tuned on the bundled model (its bench was
+not run on a quiet machine), see bench/play_throughput.py --join-rows/--join-wait-steps."""
 
 COMPACT_FRACTION = 0.25
 """Finished rows leave the batch (and the KV cache) once they are at least this fraction of
