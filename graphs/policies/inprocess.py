@@ -40,7 +40,6 @@ from graphs.policies.base import (
     BackendError,
     GenerationRequest,
     GenerationResult,
-    SamplingParams,
     UnknownAdapterError,
 )
 from graphs.policies.adapter_switch import BASE_ADAPTER, AdapterSwitch
