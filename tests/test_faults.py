@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine, select
+from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -15,6 +18,8 @@ from storage.queries import get_episode
 from storage.recorder import Recorder
 from storage.rows import UNSTORED_STAGE
 from storage.storable import REPLACED_KEY, REPLACEMENT
+from tiny_model import save_random_lora, save_tiny_model
+from training.registry import AdapterRecord, publish
 
 runner = CliRunner()
 
@@ -95,3 +100,65 @@ def test_play_keeps_every_episode_of_a_task_file_with_a_nul(store_url: str, tmp_
     assert len(nul["turns"]) == 2 and "20" in nul["turns"][0]["response"]
     if REPLACEMENT in nul["task"]["question"]:
         assert _is_postgres(engine) and nul["task"][REPLACED_KEY] == 1
+
+
+# --- a bad candidate -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_env(tmp_path, monkeypatch) -> Path:
+    """A SQLite store and the tiny random model as the base model, for CLI runs."""
+    monkeypatch.setenv("SPARRING_DATABASE_URL", f"sqlite:///{tmp_path / 'store.db'}")
+    monkeypatch.setenv("SPARRING_MODEL", str(save_tiny_model(tmp_path / "tiny")))
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SPARRING_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _publish_candidates(env: Path, count: int, role: str = "actor") -> list[AdapterRecord]:
+    base = str(env / "tiny")
+    model = AutoModelForCausalLM.from_pretrained(base)
+    model.config.name_or_path = base
+    engine = open_store(f"sqlite:///{env / 'store.db'}")
+    published = [
+        publish(engine, role=role, trained_dir=save_random_lora(model, env / f"trained{i}", seed=i),
+                adapters_root=env / "data" / "adapters", base_model=base, trainer="sft", config={}, parent=None,
+                dataset_snapshot_id=None, metrics={"loss": 1.0})
+        for i in range(count)
+    ]
+    engine.dispose()
+    return published
+
+
+def _sums(env: Path) -> Path:
+    path = env / "sums.jsonl"
+    path.write_text("".join(json.dumps({"question": f"What is {a} + 7?", "answer": f"#### {a + 7}"}) + "\n"
+                            for a in range(4)))
+    return path
+
+
+def test_a_broken_candidate_neither_blocks_deploys_nor_prints_a_traceback(tiny_env: Path) -> None:
+    older, newer = _publish_candidates(tiny_env, 2)
+    (older.path / "adapter_model.safetensors").write_bytes(b"truncated")
+    deploy = ["deploy", "actor", "--tasks", str(_sums(tiny_env)), "--eval-tasks", "2", "--turns", "1",
+              "--max-new-tokens", "4", "--seat", "critic=scripted:always-correct", "--format", "json"]
+
+    broken = runner.invoke(app, [*deploy, "--candidate", older.name])
+    assert broken.exit_code == 1 and isinstance(broken.exception, SystemExit), broken.output
+    message = " ".join(broken.output.split("error: ", 1)[1].split())  # one message, wrapped at 80 columns
+    assert "Traceback" not in broken.output
+    assert message.startswith(f"cannot deploy {older.name}: adapter {older.name}: adapter_model.safetensors")
+    assert message.endswith(f"`sparring adapters reject {older.name}`"), message
+
+    newest = runner.invoke(app, deploy)  # the newest candidate, not the broken older one
+    assert newest.exit_code == 0, newest.output
+    assert json.loads(newest.stdout)[0]["candidate"] == newer.name
+
+    rejected = runner.invoke(app, ["adapters", "reject", older.name])
+    assert rejected.exit_code == 0, rejected.output
+    listed = json.loads(runner.invoke(app, ["adapters", "list", "--format", "json"]).stdout)
+    assert {a["name"]: a["status"] for a in listed}[older.name] == "rejected"
+    again = runner.invoke(app, ["adapters", "reject", older.name])
+    assert again.exit_code == 2 and "rejected → rejected is not allowed" in again.output
+    nothing = runner.invoke(app, deploy)
+    assert nothing.exit_code == 2 and "no candidate version" in nothing.output

@@ -54,6 +54,7 @@ __all__ = [
     "active_version",
     "get_version",
     "list_versions",
+    "newest_candidate",
     "promote",
     "publish",
     "reject",
@@ -188,6 +189,12 @@ def active_version(engine: Engine, role: str) -> AdapterRecord | None:
     """The active version of ``role``, or None if it has none."""
     found = list_versions(engine, role, AdapterStatus.ACTIVE)
     return found[0] if found else None
+
+
+def newest_candidate(engine: Engine, role: str) -> AdapterRecord | None:
+    """The candidate of ``role`` published last (the highest version), or None if it has none."""
+    found = list_versions(engine, role, AdapterStatus.CANDIDATE)
+    return found[-1] if found else None
 
 
 def promote(engine: Engine, name: str, *, eval: dict[str, Any] | None = None) -> AdapterRecord:

@@ -1,4 +1,4 @@
-"""`sparring adapters list|show|promote|rollback`: the adapter registry."""
+"""`sparring adapters list|show|promote|reject|rollback`: the adapter registry."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import typer
 from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, out
 from app.output import Format, emit
 
-adapters_app = typer.Typer(help="The adapter registry: versions, lineage, promote and rollback.", no_args_is_help=True)
+adapters_app = typer.Typer(
+    help="The adapter registry: versions, lineage, promote, reject and rollback.", no_args_is_help=True
+)
 
 
 def _registry_call(call, *args, **kwargs):
@@ -44,7 +46,7 @@ def adapters_list(
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
-    """List adapter versions, newest first.
+    """List adapter versions by role, oldest version first.
 
     Examples:
 
@@ -99,6 +101,23 @@ def adapters_promote(
     engine = engine_or_exit(db)
     record = _registry_call(promote, engine, name, eval={"promoted_by": "hand"})
     err.print(f"{record.name} is now the active {record.role} adapter")
+
+
+@adapters_app.command("reject")
+def adapters_reject(
+    name: Annotated[str, typer.Argument(help="Candidate version to set aside (role@vN).")],
+    db: DbOption = None,
+) -> None:
+    """Mark a candidate rejected by hand, without evaluating it: `sparring deploy ROLE` then
+    takes the newest other candidate. Use it for a candidate whose folder is broken.
+
+    Example: `sparring adapters reject actor@v3`
+    """
+    from training.registry import reject
+
+    engine = engine_or_exit(db)
+    record = _registry_call(reject, engine, name, eval={"rejected_by": "hand"})
+    err.print(f"{record.name} is rejected; it will not be deployed")
 
 
 @adapters_app.command("rollback")

@@ -6,6 +6,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from app.output import Format
 from app.settings import Settings, SettingsError, load_settings
@@ -20,8 +21,15 @@ FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output for
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
+
+
+def one_line(exc: BaseException, limit: int = 600) -> str:
+    """An error's message on one line and at most ``limit`` characters: a library's own (a
+    tensor size mismatch, a server's reply) can run to thousands of lines."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def settings_or_exit(**overrides: object) -> Settings:

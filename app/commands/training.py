@@ -11,7 +11,16 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.commands.common import (
+    DbOption,
+    FormatOption,
+    err,
+    fail,
+    one_line,
+    out,
+    settings_or_exit,
+    store_or_exit,
+)
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.interrupts import run_interruptible
 from app.output import Format, emit
@@ -337,7 +346,9 @@ def deploy(
     from graphs.tasks.base import TaskSourceError
     from training.deploy import GateError, LivePolicies, gate_and_deploy
     from training.evaluator import Evaluator
-    from training.registry import RegistryError, get_version, list_versions
+    from graphs.policies.base import BackendError
+    from training.adapter_files import AdapterFolderError
+    from training.registry import RegistryError, get_version, newest_candidate
 
     settings = settings_or_exit(database_url=db)
     engine = store_or_exit(settings)
@@ -346,11 +357,7 @@ def deploy(
         seat_specs = parse_seat_specs(spec, seat or [])
         options = game_options.make(spec)
         heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
-        chosen = (
-            get_version(engine, candidate)
-            if candidate
-            else next(iter(list_versions(engine, role=role, status="candidate")), None)
-        )
+        chosen = get_version(engine, candidate) if candidate else newest_candidate(engine, role)
     except (UnknownGameError, SeatSpecError, TaskSourceError, RegistryError, ValueError) as exc:
         fail(str(exc))
     if chosen is None:
@@ -370,6 +377,9 @@ def deploy(
         result = run_interruptible(main())
     except (GateError, RegistryError) as exc:
         fail(str(exc))
+    except (AdapterFolderError, BackendError) as exc:
+        fail(f"cannot deploy {chosen.name}: {one_line(exc)} To set this candidate aside (deploy then takes the "
+             f"newest other one): `sparring adapters reject {chosen.name}`", code=1)
     row = {
         "candidate": result.candidate,
         "baseline": result.baseline,
