@@ -41,7 +41,7 @@ def games(fmt: FormatOption = Format.table) -> None:
          "gate_metrics": {seat: gate.name for seat, gate in g.gate_metrics.items()}, "rewards": dict(g.rewards)}
         for g in game_registry().values()
     ]
-    emit(rows, fmt, columns=["game", "seats", "options", "description"], title="games")
+    emit(rows, fmt, columns=["game", "seats", "description", "options"], title="games")
 
 
 @with_game_options()
