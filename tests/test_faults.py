@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,9 +14,11 @@ from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from app.cli import app
+from ctrl_c import default_sigint
 from factories import episode_end, episode_start, record_episode, turn_record
+from model_logs import as_model_turns
 from storage.engine import open_store
-from storage.models import Episode, Run
+from storage.models import Episode, Run, TrainingJob
 from storage.queries import get_episode
 from storage.recorder import Recorder
 from storage.rows import UNSTORED_STAGE
@@ -162,3 +167,63 @@ def test_a_broken_candidate_neither_blocks_deploys_nor_prints_a_traceback(tiny_e
     assert again.exit_code == 2 and "rejected → rejected is not allowed" in again.output
     nothing = runner.invoke(app, deploy)
     assert nothing.exit_code == 2 and "no candidate version" in nothing.output
+
+
+# --- a killed train ------------------------------------------------------------------------
+
+
+def _played_for_training(env: Path) -> str:
+    """A store with 8 right actor answers logged as the base model's; returns its URL."""
+    url = f"sqlite:///{env / 'store.db'}"
+    tasks = env / "train.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 5?", "answer": f"#### {a + 5}"}) + "\n"
+                             for a in range(8)))
+    played = runner.invoke(app, ["play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks),
+                                 "--split", "train", "--seat", "actor=scripted:calculator",
+                                 "--seat", "critic=scripted:always-correct"])
+    assert played.exit_code == 0, played.output
+    as_model_turns(url, "actor")
+    return url
+
+
+def _start_and_wait_for_training(command: list[str], url: str) -> subprocess.Popen:
+    """Start a sparring command in a child process; return once its training job is under way."""
+    process = subprocess.Popen([sys.executable, "-m", "app.cli", *command], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint)
+    engine = open_store(url)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()[0]
+            with engine.connect() as conn:
+                if conn.execute(select(TrainingJob.id).where(TrainingJob.status == "running")).first():
+                    time.sleep(3)  # into the training itself
+                    return process
+            time.sleep(0.3)
+    finally:
+        engine.dispose()
+    process.kill()
+    raise AssertionError("no training job started within 4 minutes")
+
+
+def _cli_json(*args: str) -> list[dict]:
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_killed_train_leaves_its_rows_to_the_next_one(tiny_env: Path) -> None:
+    url = _played_for_training(tiny_env)
+    killed = _start_and_wait_for_training(["train", "sft", "--role", "actor", "--max-steps", "100000"], url)
+    killed.kill()
+    killed.wait(timeout=30)
+    [unfinished] = _cli_json("datasets", "list")
+    assert unfinished["settled"] is False and unfinished["rows"] == 8, unfinished
+
+    trained = _cli_json("train", "sft", "--role", "actor", "--max-steps", "1", "--batch-size", "2")[0]
+    assert trained["rows"] == 8 and trained["dataset"] != unfinished["snapshot"]  # the same rows, read again
+    newest, _ = _cli_json("datasets", "list")
+    assert newest["snapshot"] == trained["dataset"] and newest["settled"] is True
+    assert [j["status"] for j in newest["jobs"]] == ["succeeded"]
+    nothing_new = runner.invoke(app, ["train", "sft", "--role", "actor", "--max-steps", "1"])
+    assert nothing_new.exit_code == 2 and "no new rows" in nothing_new.output  # the finished job moved it on

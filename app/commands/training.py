@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from app.commands.common import (
     DbOption,
     FormatOption,
+    engine_or_exit,
     err,
     fail,
     one_line,
@@ -33,7 +34,8 @@ DATA_PARALLEL_KINDS = ("sft", "dpo", "kto")
 """Trainers built on TRL's Trainer, which runs data-parallel under `accelerate launch`."""
 
 
-def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, log_filter):
+def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, log_filter, *,
+           for_training: bool = False):
     from training.datasets import EmptyDatasetError, build_snapshot
 
     try:
@@ -48,6 +50,7 @@ def _build(engine, settings: Settings, kind: str, role: str, game: str, since: s
                 since=None if since == "all" else "latest",
                 log_filter=log_filter,
                 seed=settings.seed,
+                for_training=for_training,
             )
     except EmptyDatasetError as exc:
         fail(str(exc))
@@ -122,6 +125,50 @@ def datasets_build(
         "path": str(snapshot.path),
     }
     emit([row], fmt, title="dataset snapshot")
+
+
+@datasets_app.command("list")
+def datasets_list(
+    role: Annotated[str | None, typer.Option(help="Only this role's snapshots.", show_default=False)] = None,
+    kind: Annotated[str | None, typer.Option(help="Only this kind (dpo, kto, ppo, sft, reward).")] = None,
+    db: DbOption = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """List dataset snapshots, newest first, with the training jobs that used them.
+
+    A snapshot is settled once a job trained on it successfully (or, built by `datasets build`,
+    while no job has tried it): the next build reads only what is newer than the newest settled
+    one. A snapshot whose jobs failed or were killed is not, so its rows are read again.
+
+    Examples:
+
+    * `sparring datasets list`
+    * `sparring datasets list --role actor --kind sft --format json`
+    """
+    from training.datasets.snapshots import list_snapshots
+
+    if kind is not None and kind not in ("dpo", "kto", "ppo", "sft", "reward"):
+        fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
+    snapshots = list_snapshots(engine_or_exit(db), kind=kind, role=role)
+    rows = [
+        {
+            "snapshot": s.id,
+            "kind": s.kind,
+            "role": s.role,
+            "rows": s.row_count,
+            "created_at": s.created_at,
+            "watermark": s.watermark,
+            "jobs": (
+                ", ".join(f"#{job} {status}" for job, status in s.jobs) or "none"
+                if fmt == Format.table
+                else [{"job": job, "status": status} for job, status in s.jobs]
+            ),
+            "settled": s.settled,
+            "path": s.path,
+        }
+        for s in snapshots
+    ]
+    emit(rows, fmt, columns=["snapshot", "kind", "role", "rows", "created_at", "jobs", "settled"], title="datasets")
 
 
 def train(
@@ -201,7 +248,9 @@ def train(
         from training.datasets import DatasetError, LogFilter, load_snapshot
 
         snapshot_id = (
-            dataset if dataset is not None else _build(engine, settings, kind, role, game, "latest", LogFilter()).id
+            dataset
+            if dataset is not None
+            else _build(engine, settings, kind, role, game, "latest", LogFilter(), for_training=True).id
         )
         try:
             rows = load_snapshot(engine, snapshot_id, role=role, base_model=settings.model, kind=kind)

@@ -2,8 +2,12 @@
 
 A snapshot is one JSONL file (one row per line) and one ``dataset_snapshots`` row holding
 what selected the rows (``filter_spec``), the watermark, the row count and the file's
-sha256. ``since="latest"`` continues from the watermark of the newest snapshot of the same
-kind, role and game, so a retrain reads only what is new. The file is written under a
+sha256. ``since="latest"`` continues from the watermark of the newest *settled* snapshot of
+the same kind, role and game, so a retrain reads only what is new. A snapshot is settled once a
+training job on it succeeded, or when it was built for its own sake (``datasets build``) and no
+job has tried it yet; one built for training (``for_training``) or tried only by jobs that failed
+or never finished (a killed ``train``) is not: its rows are read again by the next build, so
+they are never skipped untrained. The file is written under a
 temporary name and renamed when complete; the database row is inserted after the rename,
 so a registered snapshot always has its whole file.
 """
@@ -25,7 +29,7 @@ import datasets
 from sqlalchemy import Engine, select
 
 from storage.engine import session_scope
-from storage.models import DatasetKind, DatasetSnapshot
+from storage.models import DatasetKind, DatasetSnapshot, JobStatus, TrainingJob
 from storage.records import utcnow
 from training.datasets.building import BuildContext, Builder, EncodedRow, Row
 from training.datasets.errors import (
@@ -50,6 +54,8 @@ BUILDERS: dict[DatasetKind, type[Builder[Any]]] = {
     DatasetKind.REWARD: BalancedRewardRows,
 }
 _HASH_BLOCK = 1 << 20
+FOR_TRAINING = "for_training"
+"""key of ``filter_spec`` set on a snapshot built for a training job (see ``build_snapshot``)"""
 
 
 @dataclass(frozen=True)
@@ -86,11 +92,13 @@ def build_snapshot(
     options: BuilderOptions | None = None,
     seed: int = 0,
     chunk_episodes: int = DEFAULT_CHUNK_EPISODES,
+    for_training: bool = False,
 ) -> SnapshotResult:
     """Build ``kind`` rows for ``role`` from the succeeded ``game`` episodes newer than
     ``since`` (a watermark; ``"latest"``: the watermark of the newest snapshot of the same
     kind, role and game, or everything if there is none; None: everything), write them to a
-    new JSONL file under ``out_dir`` and register the snapshot.
+    new JSONL file under ``out_dir`` and register the snapshot. ``for_training``: a job is
+    about to train on it, so it stays unsettled (the watermark does not move) until one succeeds.
 
     Raises EmptyDatasetError, writing nothing, when no row comes out.
     """
@@ -114,6 +122,7 @@ def build_snapshot(
         "since_snapshot_id": since_snapshot_id,
         "options": asdict(options),
         "seed": seed,
+        **({FOR_TRAINING: True} if for_training else {}),
     }
 
     folder = Path(out_dir).resolve()
@@ -290,15 +299,66 @@ def _resolve_since(
         if isinstance(since, str):
             raise ValueError(f'since must be a datetime, "latest" or None; got {since!r}')
         return None, since
-    newest = (
-        select(DatasetSnapshot.id, DatasetSnapshot.watermark)
-        .where(DatasetSnapshot.kind == kind.value, DatasetSnapshot.role == role, DatasetSnapshot.game == game)
-        .order_by(DatasetSnapshot.created_at.desc(), DatasetSnapshot.id.desc())
-        .limit(1)
-    )
-    with engine.connect() as conn:
-        row = conn.execute(newest).first()
-    return (None, None) if row is None else (row.id, row.watermark)
+    for snapshot in list_snapshots(engine, kind=kind, role=role, game=game):
+        if snapshot.settled:
+            return snapshot.id, snapshot.watermark
+    return None, None
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A registered snapshot and the training jobs that used it."""
+
+    id: int
+    kind: str
+    role: str
+    game: str | None
+    row_count: int
+    watermark: datetime | None
+    created_at: datetime
+    path: str
+    for_training: bool
+    jobs: tuple[tuple[int, str], ...]
+    """(job id, status) of each training job on it, oldest first"""
+
+    @property
+    def settled(self) -> bool:
+        """Whether the next ``since="latest"`` build starts after its watermark (module docstring)."""
+        if any(status == JobStatus.SUCCEEDED for _, status in self.jobs):
+            return True
+        return not self.jobs and not self.for_training
+
+
+def list_snapshots(
+    engine: Engine, *, kind: DatasetKind | str | None = None, role: str | None = None, game: str | None = None
+) -> list[SnapshotInfo]:
+    """Registered snapshots, newest first, with their training jobs."""
+    query = select(DatasetSnapshot).order_by(DatasetSnapshot.created_at.desc(), DatasetSnapshot.id.desc())
+    if kind is not None:
+        query = query.where(DatasetSnapshot.kind == _kind(kind).value)
+    if role is not None:
+        query = query.where(DatasetSnapshot.role == role)
+    if game is not None:
+        query = query.where(DatasetSnapshot.game == game)
+    with session_scope(engine) as session:
+        snapshots = session.scalars(query).all()
+        jobs: dict[int, list[tuple[int, str]]] = {}
+        if snapshots:
+            found = session.execute(
+                select(TrainingJob.dataset_snapshot_id, TrainingJob.id, TrainingJob.status)
+                .where(TrainingJob.dataset_snapshot_id.in_([s.id for s in snapshots]))
+                .order_by(TrainingJob.id)
+            )
+            for snapshot_id, job_id, status in found:
+                jobs.setdefault(snapshot_id, []).append((job_id, status))
+        return [
+            SnapshotInfo(
+                id=s.id, kind=s.kind, role=s.role, game=s.game, row_count=s.row_count, watermark=s.watermark,
+                created_at=s.created_at, path=s.path, for_training=bool(s.filter_spec.get(FOR_TRAINING)),
+                jobs=tuple(jobs.get(s.id, ())),
+            )
+            for s in snapshots
+        ]
 
 
 def _empty_message(
