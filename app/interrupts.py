@@ -7,7 +7,9 @@ waits with nothing scheduled, nothing notices it until something else wakes the 
 (tests/test_interrupts.py reproduces an hour's wait). Here the event loop itself receives
 the signals (``loop.add_signal_handler`` delivers them through its wakeup fd, whichever
 thread the kernel interrupted), cancels the command's work, and KeyboardInterrupt is raised
-once the work has unwound, its ``finally`` blocks run. A second Ctrl-C stops at once; a
+once the work has unwound, its ``finally`` blocks run (Terminated, a KeyboardInterrupt, for
+SIGTERM: commands exit 143 on it, 130 on Ctrl-C). ``sigterm_as_interrupt`` does the same for
+synchronous work such as training. A second Ctrl-C stops at once; a
 repeated SIGTERM is ignored so that the cleanup it asked for can finish. A SIGINT that the
 process inherited as ignored (a background job of a shell without job control) stays ignored.
 """
@@ -16,10 +18,36 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, stopping the work as Ctrl-C does (a command then exits 143, not 130)."""
+
+
+def exit_code(interrupt: KeyboardInterrupt) -> int:
+    """The shell's code for a command stopped by this signal: 143 for SIGTERM, 130 for Ctrl-C."""
+    return 143 if isinstance(interrupt, Terminated) else 130
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block (synchronous work on the main thread, e.g. training), SIGTERM raises
+    Terminated, so that the ``finally`` and ``except BaseException`` cleanups run as on Ctrl-C."""
+
+    def on_sigterm(_signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a repeated SIGTERM lets the cleanup finish
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_interruptible(work: Coroutine[Any, Any, T]) -> T:
@@ -54,11 +82,15 @@ async def _guarded(work: Coroutine[Any, Any, T], watched: list[signal.Signals]) 
         result = await task
     except asyncio.CancelledError:
         if received:
-            raise KeyboardInterrupt from None
+            raise _interrupt(received[0]) from None
         raise
     finally:
         for signum in watched:
             loop.remove_signal_handler(signum)
     if received:
-        raise KeyboardInterrupt
+        raise _interrupt(received[0])
     return result
+
+
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()

@@ -87,7 +87,7 @@ def mark_orphans(engine: Engine) -> int:
                 (_RUNS.c.status == RunStatus.RUNNING.value) & (_RUNS.c.host == socket.gethostname())
             )
         ).all()
-    dead = [run_id for run_id, pid in local_runs if not _process_exists(pid)]
+    dead = [run_id for run_id, pid in local_runs if not process_exists(pid)]
 
     def mark(conn: Connection) -> int:
         if dead:
@@ -102,7 +102,8 @@ def mark_orphans(engine: Engine) -> int:
     return in_transaction(engine, mark)
 
 
-def _process_exists(pid: int) -> bool:
+def process_exists(pid: int) -> bool:
+    """Whether a process of this host has ``pid`` (any owner)."""
     if os.name == "nt":  # there os.kill(pid, 0) would send a CTRL_C_EVENT; assume alive
         return True
     try:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from storage.recorder import Recorder
 from storage.rows import UNSTORED_STAGE
 from storage.storable import REPLACED_KEY, REPLACEMENT
 from tiny_model import save_random_lora, save_tiny_model
+from training.jobs import STALE_JOB_ERROR
 from training.registry import AdapterRecord, publish
 
 runner = CliRunner()
@@ -112,7 +115,11 @@ def test_play_keeps_every_episode_of_a_task_file_with_a_nul(store_url: str, tmp_
 
 @pytest.fixture
 def tiny_env(tmp_path, monkeypatch) -> Path:
-    """A SQLite store and the tiny random model as the base model, for CLI runs."""
+    """A SQLite store and the tiny random model as the base model, for CLI runs; temporary
+    folders (training jobs') in a folder of the test's own, here and in child processes."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     monkeypatch.setenv("SPARRING_DATABASE_URL", f"sqlite:///{tmp_path / 'store.db'}")
     monkeypatch.setenv("SPARRING_MODEL", str(save_tiny_model(tmp_path / "tiny")))
     monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
@@ -219,11 +226,36 @@ def test_a_killed_train_leaves_its_rows_to_the_next_one(tiny_env: Path) -> None:
     killed.wait(timeout=30)
     [unfinished] = _cli_json("datasets", "list")
     assert unfinished["settled"] is False and unfinished["rows"] == 8, unfinished
+    assert [j["status"] for j in unfinished["jobs"]] == ["running"]  # SIGKILL: nothing could mark it
+    assert len(list((tiny_env / "tmp").glob("sparring-job*"))) == 1
 
     trained = _cli_json("train", "sft", "--role", "actor", "--max-steps", "1", "--batch-size", "2")[0]
+    # the next command that starts work marks the dead process's job and removes its folder
+    assert _job_statuses(url) == [("failed", STALE_JOB_ERROR), ("succeeded", None)]
+    assert list((tiny_env / "tmp").glob("sparring-job*")) == []
     assert trained["rows"] == 8 and trained["dataset"] != unfinished["snapshot"]  # the same rows, read again
     newest, _ = _cli_json("datasets", "list")
     assert newest["snapshot"] == trained["dataset"] and newest["settled"] is True
     assert [j["status"] for j in newest["jobs"]] == ["succeeded"]
     nothing_new = runner.invoke(app, ["train", "sft", "--role", "actor", "--max-steps", "1"])
     assert nothing_new.exit_code == 2 and "no new rows" in nothing_new.output  # the finished job moved it on
+
+
+def _job_statuses(url: str) -> list[tuple[str, str | None]]:
+    engine = open_store(url)
+    with engine.connect() as conn:
+        jobs = conn.execute(select(TrainingJob.status, TrainingJob.error).order_by(TrainingJob.id)).all()
+    engine.dispose()
+    return [tuple(job) for job in jobs]
+
+
+def test_sigterm_stops_train_like_ctrl_c(tiny_env: Path) -> None:
+    url = _played_for_training(tiny_env)
+    training = _start_and_wait_for_training(["train", "sft", "--role", "actor", "--max-steps", "100000"], url)
+    training.send_signal(signal.SIGTERM)
+    output, _ = training.communicate(timeout=60)
+    assert training.returncode == 143, output  # was killed by the signal (-15) with the job left running
+    assert "interrupted" in output and "Traceback" not in output
+    [(status, error)] = _job_statuses(url)
+    assert status == "failed" and error.startswith("Terminated"), error
+    assert list((tiny_env / "tmp").glob("sparring-job*")) == []

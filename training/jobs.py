@@ -2,11 +2,18 @@
 
 The job row goes `running → succeeded | failed`. Publishing happens only after training has
 finished, so a crashed trainer leaves the registry exactly as it was (and the job says why).
+A job trains in a temporary folder whose ``owner.json`` names its host and process: a process
+killed outright (SIGKILL) leaves the row ``running`` and the folder behind, and
+``fail_stale_jobs`` (run by the commands that start work) fails such jobs and removes their
+folders once that process is gone.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,10 +24,14 @@ from typing import Any
 from sqlalchemy import Engine, insert, update
 
 from storage.models import JobStatus, TrainingJob
+from storage.orphans import process_exists
 from storage.records import utcnow
 from training.isolated import train_in_child
 from training.registry import AdapterRecord, publish
 
+JOB_FOLDER_PREFIX = "sparring-job"
+OWNER_FILE = "owner.json"
+STALE_JOB_ERROR = "interrupted: the process training it ended"
 TRAINER_KINDS = ("sft", "dpo", "kto", "ppo")
 """Trainers that learn from a dataset snapshot; ``grpo`` learns online (``extra`` carries its game)."""
 
@@ -90,7 +101,9 @@ def run_training_job(
         with engine.begin() as conn:
             conn.execute(update(TrainingJob).where(TrainingJob.id == job_id).values(finished_at=utcnow(), **values))
 
-    work = Path(tempfile.mkdtemp(prefix=f"sparring-job{job_id}-"))
+    work = Path(tempfile.mkdtemp(prefix=f"{JOB_FOLDER_PREFIX}{job_id}-"))
+    owner = {"job": job_id, "store": _store_id(engine), "host": socket.gethostname(), "pid": os.getpid()}
+    (work / OWNER_FILE).write_text(json.dumps(owner))
     try:
         result = train(
             rows, config, role=role, output_dir=work / "adapter", cache_dir=cache_dir,
@@ -111,3 +124,34 @@ def run_training_job(
         shutil.rmtree(work, ignore_errors=True)
     finish(status=JobStatus.SUCCEEDED, adapter_version_id=record.id, metrics=result.metrics)
     return JobResult(job_id, record, result.metrics)
+
+
+def fail_stale_jobs(engine: Engine) -> int:
+    """Fail the ``running`` jobs of this store whose process on this host is gone and remove
+    their temporary folders; returns how many jobs were failed. Jobs of other hosts or stores,
+    and folders of live processes, are left alone."""
+    failed = 0
+    for folder in Path(tempfile.gettempdir()).glob(f"{JOB_FOLDER_PREFIX}*-*"):
+        try:
+            owner = json.loads((folder / OWNER_FILE).read_text())
+            job_id, store, host, pid = int(owner["job"]), owner["store"], str(owner["host"]), int(owner["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a job folder of this version, or one being set up right now
+        if host != socket.gethostname() or store != _store_id(engine) or process_exists(pid):
+            continue  # another store's folder waits for a command on that store to mark its job
+        with engine.begin() as conn:
+            failed += conn.execute(
+                update(TrainingJob)
+                .where(TrainingJob.id == job_id, TrainingJob.status == JobStatus.RUNNING)
+                .values(status=JobStatus.FAILED, error=STALE_JOB_ERROR, finished_at=utcnow())
+            ).rowcount
+        shutil.rmtree(folder, ignore_errors=True)
+    return failed
+
+
+def _store_id(engine: Engine) -> str:
+    """The store's URL without password (a SQLite file by its absolute path)."""
+    url = engine.url
+    if url.get_backend_name() == "sqlite":
+        return f"sqlite:{os.path.abspath(url.database or '')}"
+    return url.render_as_string(hide_password=True)

@@ -51,3 +51,16 @@ def store_or_exit(settings: Settings):
 def engine_or_exit(db: str | None):
     """The store named by --db (or the settings), migrated; exits with a clear error."""
     return store_or_exit(settings_or_exit(database_url=db))
+
+
+def clean_up_stale_work(engine) -> None:
+    """Mark failed what processes of this host that are gone (killed, crashed) left running:
+    episodes and their runs, training jobs (whose temporary folders are removed). Every command
+    that starts work calls it first, so leftovers do not wait for some later `play`."""
+    from storage.orphans import mark_orphans
+    from training.jobs import fail_stale_jobs
+
+    episodes, jobs = mark_orphans(engine), fail_stale_jobs(engine)
+    if episodes or jobs:
+        err.print(f"marked as failed what stopped processes left running: {episodes} episode(s), "
+                  f"{jobs} training job(s)")

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from app.commands.common import (
     DbOption,
     FormatOption,
+    clean_up_stale_work,
     engine_or_exit,
     err,
     fail,
@@ -23,7 +24,7 @@ from app.commands.common import (
     store_or_exit,
 )
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
-from app.interrupts import run_interruptible
+from app.interrupts import exit_code, run_interruptible, sigterm_as_interrupt
 from app.output import Format, emit
 from app.progress import progress as progress_display
 from app.settings import Settings
@@ -215,6 +216,8 @@ def train(
     rank = _check_launch(kind, role, dataset)
     settings = settings_or_exit(database_url=db)
     engine = store_or_exit(settings)
+    if rank == 0:
+        clean_up_stale_work(engine)
     _, config_type = trainer_for(kind)
     options = {
         "learning_rate": learning_rate,
@@ -277,21 +280,25 @@ def train(
     with progress:
         bar = progress.add_task("train", total=None)
         try:
-            result = run_training_job(
-                engine,
-                kind=kind,
-                role=role,
-                rows=rows,
-                config=config,
-                adapters_root=settings.data_dir / "adapters",
-                cache_dir=settings.cache_dir,
-                parent=parent,
-                dataset_snapshot_id=snapshot_id,
-                progress=lambda step, total: progress.update(bar, completed=step, total=total),
-                extra=extra,
-            )
+            with sigterm_as_interrupt():
+                result = run_training_job(
+                    engine,
+                    kind=kind,
+                    role=role,
+                    rows=rows,
+                    config=config,
+                    adapters_root=settings.data_dir / "adapters",
+                    cache_dir=settings.cache_dir,
+                    parent=parent,
+                    dataset_snapshot_id=snapshot_id,
+                    progress=lambda step, total: progress.update(bar, completed=step, total=total),
+                    extra=extra,
+                )
         except TrainingJobError as exc:
             fail(str(exc), code=1)
+        except KeyboardInterrupt as exc:
+            err.print("interrupted: the training job is marked failed")
+            raise typer.Exit(exit_code(exc)) from None
         finally:
             cleanup()
     row = {
@@ -401,6 +408,7 @@ def deploy(
 
     settings = settings_or_exit(database_url=db)
     engine = store_or_exit(settings)
+    clean_up_stale_work(engine)
     try:
         spec = get_game(game)
         seat_specs = parse_seat_specs(spec, seat or [])
@@ -426,6 +434,9 @@ def deploy(
         result = run_interruptible(main())
     except (GateError, RegistryError) as exc:
         fail(str(exc))
+    except KeyboardInterrupt as exc:
+        err.print(f"interrupted while deploying {chosen.name}; `sparring adapters list` shows its status")
+        raise typer.Exit(exit_code(exc)) from None
     except (AdapterFolderError, BackendError) as exc:
         fail(f"cannot deploy {chosen.name}: {one_line(exc)} To set this candidate aside (deploy then takes the "
              f"newest other one): `sparring adapters reject {chosen.name}`", code=1)
