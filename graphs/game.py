@@ -50,6 +50,21 @@ class GateMetric:
     """why the metric can have no figure, said when the gate cannot compare"""
 
 
+@dataclass(frozen=True)
+class Practice:
+    """How one learner seat practises alone: a cheap way to collect many of its own attempts.
+
+    The retrain loop plays practice episodes with the game's options overridden by ``options``
+    and every seat named in ``stand_ins`` filled by that scripted bot (no model call; builders
+    never train on scripted turns), so the whole model budget goes to the practising seat.
+    """
+
+    seat: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    stand_ins: Mapping[str, str] = field(default_factory=dict)
+    """seat -> built-in scripted bot (graphs.policies.scripted.BOTS) that plays it"""
+
+
 def question_prompt(task: Task) -> list[Message]:
     """The default first prompt: the bare question."""
     return [{"role": "user", "content": task.question}]
@@ -80,6 +95,10 @@ class GameSpec:
     """the prompt that stands for a task in online training (GRPO's dataset)"""
     report_metrics: tuple[str, ...] = ()
     """the metrics `sparring retrain` reports before and after its rounds (empty: all of them)"""
+    practice: Practice | None = None
+    """how a learner seat practises alone in `sparring retrain` (None: the game has no solo practice)"""
+    balanced_seats: frozenset[str] = frozenset()
+    """learner seats whose SFT rows are balanced across their parsed labels (judge-like seats)"""
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.seats]
@@ -89,6 +108,12 @@ class GameSpec:
         problems += [f"gate metric for {n!r}, which is not a learner seat" for n in self.gate_metrics
                      if n not in learners]
         problems += [f"credit rule for {n!r}, which is not a seat" for n in self.credit if n not in names]
+        if self.practice is not None:
+            if self.practice.seat not in learners:
+                problems.append(f"practice seat {self.practice.seat!r} is not a learner seat")
+            problems += [f"practice stand-in for {n!r}, which is not a seat" for n in self.practice.stand_ins
+                         if n not in names]
+        problems += [f"balanced seat {n!r} is not a learner seat" for n in self.balanced_seats if n not in learners]
         try:
             option_fields(self.options)
         except TypeError as exc:

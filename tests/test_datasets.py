@@ -716,3 +716,20 @@ def test_every_kind_loads_in_trl_conversational_format(store_with_log, tmp_path:
                 for k, v in templated.items()
                 if k in ("prompt", "chosen", "rejected", "completion", "text")
             )
+
+
+def test_sft_balance_keeps_as_many_right_verdicts_of_each_label(store: Engine, tmp_path: Path) -> None:
+    """A critic reviewing a weak actor is right mostly by saying "incorrect": balanced rows keep
+    as many right "correct" verdicts as right "incorrect" ones (a seeded choice of the latter)."""
+    with Recorder(store) as sink:
+        for minute, (task, wrong) in enumerate([("t1", "6"), ("t2", "15"), ("t3", "7"), ("t1", "9"), ("t2", "17")]):
+            play_math(sink, task, [wrong], ["incorrect"], minute=minute)  # five distinct states
+        play_math(sink, "t3", ["6"], ["correct"], minute=9)
+    plain = rows_of(build(store, "sft", "critic", tmp_path).path)
+    assert sorted(r["completion"][0]["content"] for r in plain) == ["Verdict: correct"] + ["Verdict: incorrect"] * 5
+    result = build(store, "sft", "critic", tmp_path, options=SFTOptions(balance=True), seed=1)
+    rows = rows_of(result.path)
+    assert sorted(r["completion"][0]["content"] for r in rows) == ["Verdict: correct", "Verdict: incorrect"]
+    assert result.skipped["balanced_out"] == 4
+    again = rows_of(build(store, "sft", "critic", tmp_path, options=SFTOptions(balance=True), seed=1).path)
+    assert [r["turn_id"] for r in again] == [r["turn_id"] for r in rows]

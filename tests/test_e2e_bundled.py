@@ -13,6 +13,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from app.cli import app
+from model_logs import as_model_turns
 from storage.engine import open_store
 from storage.models import Episode, Reward, Turn, TurnPayload
 
@@ -68,10 +69,13 @@ def test_one_retrain_round_on_the_bundled_model(tmp_path, monkeypatch):
                              for a in range(24)))
     runner = CliRunner()
     seeded = runner.invoke(app, ["play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks),
-                                 "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct"])
+                                 "--split", "train", "--seat", "actor=scripted:calculator",
+                                 "--seat", "critic=scripted:always-correct"])
     assert seeded.exit_code == 0, seeded.output
+    as_model_turns(url, "actor", "critic")  # as a model that answers this well would have left them
     result = runner.invoke(app, [
-        "retrain", "--once", "--tasks", str(tasks), "--every-episodes", "8", "--samples", "4", "-c", "8",
+        "retrain", "--once", "--tasks", str(tasks), "--practice", "8", "--every-episodes", "8", "--samples", "4",
+        "-c", "8",
         "--eval-tasks", "4", "--turns", "1", "--max-new-tokens", "32", "--max-steps", "2", "--margin", "1",
         "--format", "json",
     ])
@@ -80,7 +84,8 @@ def test_one_retrain_round_on_the_bundled_model(tmp_path, monkeypatch):
     assert [(r["role"], r["status"], r["candidate"]) for r in rounds] == [
         ("actor", "promoted", "actor@v1"), ("critic", "promoted", "critic@v1")]
     assert all(r["rows"] > 0 for r in rounds)
-    assert {m["metric"] for m in report} >= {"pass@turn-1", "critic_accuracy"}
+    assert {m["metric"] for m in report} >= {"pass@turn-1", "critic_balanced_accuracy"}
+    assert rounds[0]["episodes"] == 16  # 8 solo practice episodes of the actor, then 8 full ones
     assert all(set(m) == {"metric", "before", "round 1"} for m in report)
 
     engine = open_store(url)

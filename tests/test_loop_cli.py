@@ -103,7 +103,7 @@ def test_retrain_round_trains_gates_and_reports(env):
     cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
     as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor", "critic")
-    out = cli("retrain", "--tasks", str(tasks), "--once", "--every-episodes", "4", "--samples", "2",
+    out = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--every-episodes", "4", "--samples", "2",
               "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1", "--format", "json")
     rounds, report = (json.loads(line) for line in out.strip().splitlines()[-2:])
     assert [(r["round"], r["role"]) for r in rounds] == [(1, "actor"), (1, "critic")]
@@ -121,12 +121,12 @@ def test_retrain_round_trains_gates_and_reports(env):
     engine = open_store(f"sqlite:///{env / 'loop.db'}")
     with engine.connect() as conn:
         earlier = set(conn.execute(select(Episode.id)).scalars())
-    again = cli("retrain", "--tasks", str(tasks), "--once", "--every-episodes", "4", "--samples", "2",
+    again = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--every-episodes", "4", "--samples", "2",
                 "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1",
                 "--no-report", "--format", "json")
     actor, critic = json.loads(again.strip().splitlines()[-1])
     assert actor["status"] == "skipped" and "no new rows" in actor["detail"], actor
-    assert critic["status"] in ("promoted", "rejected") and critic["candidate"] == "critic@v2", critic
+    assert critic["status"] in ("promoted", "rejected") and critic["candidate"] == "critic@v2", critic["detail"]
     with engine.connect() as conn:
         path = conn.execute(select(DatasetSnapshot.path).where(DatasetSnapshot.role == "critic")
                             .order_by(DatasetSnapshot.id.desc())).scalars().first()
@@ -148,7 +148,7 @@ def test_train_grpo_plays_the_game_and_publishes_a_candidate(env):
 
 
 def test_every_minutes_ends_the_play_phase_early(env):
-    out = cli("retrain", "--once", "--roles", "actor", "--every-episodes", "40", "--samples", "1", "-c", "4",
+    out = cli("retrain", "--once", "--practice", "0", "--roles", "actor", "--every-episodes", "40", "--samples", "1", "-c", "4",
               "--every-minutes", "0.0001", "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4",
               "--max-steps", "1", "--no-report", "--format", "json")
     rounds = json.loads(out.strip().splitlines()[-1])
@@ -159,7 +159,7 @@ def test_ctrl_c_during_retrain_keeps_what_was_committed(env):
     """A real SIGINT to a `sparring retrain` process while it plays: exit 130, the round's run
     marked interrupted, no episode left running, every episode committed before still there."""
     url = f"sqlite:///{env / 'loop.db'}"
-    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--roles", "actor", "--every-episodes", "400",
+    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--roles", "actor", "--every-episodes", "400",
                "--samples", "1", "-c", "2", "--turns", "3", "--max-new-tokens", "48", "--no-report",
                "--seat", "critic=scripted:always-incorrect"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -194,7 +194,7 @@ def test_ctrl_c_while_retrain_trains_stops_the_trainer_process_at_once(env):
     cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
     as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor")
-    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--roles", "actor", "--tasks", str(tasks),
+    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--roles", "actor", "--tasks", str(tasks),
                "--every-episodes", "2", "--samples", "1", "-c", "2", "--turns", "1", "--max-new-tokens", "4",
                "--max-steps", "100000", "--no-report", "--seat", "critic=scripted:always-correct"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -256,3 +256,30 @@ def _wait_for_episodes(engine, *, at_least: int, process: subprocess.Popen) -> s
             return done
         time.sleep(0.5)
     raise AssertionError("the retrain process logged no episodes in 5 minutes")
+
+
+def test_retrain_practice_gives_the_actor_solo_attempts_before_the_full_episodes(env):
+    """--practice plays the actor alone first (one answer, the critic's seat a scripted stand-in that
+    costs no model call), on fresh tasks of its own source; the full episodes follow."""
+    tasks = env / "sums.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"What is {a} + 1?", "answer": f"#### {a + 1}"}) + "\n"
+                             for a in range(16)))
+    out = cli("retrain", "--tasks", str(tasks), "--once", "--roles", "actor", "--practice", "6",
+              "--practice-samples", "3", "--every-episodes", "4", "--samples", "2", "-c", "4", "--eval-tasks", "2",
+              "--turns", "2", "--max-new-tokens", "4", "--max-steps", "1", "--no-report", "--format", "json")
+    rounds = json.loads(out.strip().splitlines()[-1])
+    assert rounds[0]["episodes"] == 10
+    engine = open_store(f"sqlite:///{env / 'loop.db'}")
+    with engine.connect() as conn:
+        (round_run,) = conn.execute(select(Run.id).where(Run.config["purpose"].as_string() == "retrain round 1"))
+        episodes = list(conn.execute(select(Episode.id, Episode.task_id).where(Episode.run_id == round_run[0])))
+    turns = {}
+    for turn in iter_turns(engine, EpisodeFilter(run_id=round_run[0])):
+        turns.setdefault(turn["episode_id"], []).append(turn)
+    solo = [e for e in episodes if [(t["seat"], t["backend"]) for t in turns[e.id]] ==
+            [("actor", "inprocess"), ("critic", "scripted")]]
+    assert len(solo) == 6  # 2 tasks x 3 attempts, each one model answer
+    assert len({e.task_id for e in solo}) == 2
+    full = [e for e in episodes if e not in solo]
+    assert len(full) == 4 and all(t["backend"] == "inprocess" for e in full for t in turns[e.id])
+    assert not {e.task_id for e in solo} & {e.task_id for e in full}  # fresh tasks for each phase

@@ -28,7 +28,7 @@ from graphs.tasks.base import Task
 from storage.models import Episode
 from storage.recorder import Recorder
 from storage.records import RunRecord
-from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot
+from training.datasets import DatasetError, LogFilter, SFTOptions, build_snapshot, load_snapshot
 from training.deploy import LivePolicies, gate_and_deploy
 from training.evaluator import Evaluator, PhaseProgress
 from training.jobs import TRAINER_KINDS, run_training_job, trainer_for
@@ -50,6 +50,13 @@ class RetrainConfig:
     samples: int = 4
     """Episodes per task: siblings that share a state, for best-of-group rows and pairs."""
     tasks: str = "arithmetic"
+    practice: int = 0
+    """Solo practice episodes of the game's practising seat per round (0: none), played before the
+    full episodes: its other learner seats are scripted stand-ins, so each costs one model answer."""
+    practice_samples: int = 2
+    """Practice attempts per task: more distinct tasks yield more distinct right answers to learn from."""
+    practice_tasks: str | None = None
+    """Task source of practice (default: ``tasks``), e.g. the easier levels a weak model sometimes solves."""
     margin: float = 0.0
     """How much worse than the active version a candidate may be and still be promoted."""
     concurrency: int = 16
@@ -65,6 +72,9 @@ class RetrainConfig:
             raise ValueError(f"every_episodes ({self.every_episodes}) must be at least samples ({self.samples})")
         if self.every_minutes is not None and self.every_minutes <= 0:
             raise ValueError("every_minutes must be positive (or left unset)")
+        if self.practice < 0 or self.practice_samples < 1:
+            raise ValueError(f"practice ({self.practice}) must be >= 0 and practice_samples "
+                             f"({self.practice_samples}) >= 1")
 
 
 @dataclass
@@ -111,9 +121,12 @@ async def retrain_round(
     with Recorder(engine) as recorder:
         recorder.start_run(run)
         try:
-            episodes = await _play_training_episodes(engine, game, live, recorder, config, run_id=run_id,
-                                                     round_index=round_index, seed=seed, options=options,
-                                                     progress=progress)
+            practised = await _practise(engine, game, live, recorder, config, run_id=run_id,
+                                        round_index=round_index, seed=seed, options=options, progress=progress)
+            episodes = len(practised) + await _play_training_episodes(
+                engine, game, live, recorder, config, run_id=run_id, round_index=round_index, seed=seed,
+                options=options, progress=progress, exclude={t.id for t in practised})
+            recorder.flush()  # the dataset builds below read these episodes from the store
             outcomes = []
             for role in config.roles:  # a role's failure is its outcome; only an interrupt gets out
                 outcome = await _train_and_gate(engine, game, backend, live, evaluate, config, role,
@@ -132,13 +145,47 @@ async def retrain_round(
     return result
 
 
+async def _practise(engine, game: GameSpec, live, recorder, config: RetrainConfig, *, run_id, round_index, seed,
+                    options, progress: PhaseProgress) -> list[Task]:
+    """Solo practice of the game's practising seat (``GameSpec.practice``): ``config.practice``
+    episodes over fresh tasks of ``practice_tasks``, ``practice_samples`` each, with the other
+    seats played by scripted stand-ins and the game's practice options. Returns the tasks played
+    (one entry per episode)."""
+    practice = game.practice
+    if not config.practice or practice is None:
+        return []
+    from graphs.policies.policy import Policy
+    from graphs.policies.scripted import scripted_bot
+
+    policies = live()
+    for seat, bot in practice.stand_ins.items():
+        policies[seat] = Policy(scripted_bot(bot), policies[seat].sampling)
+    solo = game.make_options({**asdict(options), **practice.options})
+    tasks = _fresh_tasks(engine, game.name, config.practice_tasks or config.tasks,
+                         -(-config.practice // config.practice_samples), seed)
+    pending = [t for t in tasks for _ in range(config.practice_samples)][: config.practice]
+    phase = f"round {round_index}: practise {practice.seat}"
+    finished = 0
+
+    def advance(_episode: object) -> None:
+        nonlocal finished
+        finished += 1
+        progress(phase, finished, len(pending))
+
+    progress(phase, 0, len(pending))
+    report = await play(game, pending, lambda: dict(policies), recorder, concurrency=config.concurrency,
+                        seed=seed + 1000 * round_index + 500, options=solo, run_id=run_id, on_episode=advance)
+    return pending[: len(report.episodes)]
+
+
 async def _play_training_episodes(engine, game, live, recorder, config: RetrainConfig, *, run_id, round_index, seed,
-                                  options, progress: PhaseProgress) -> int:
+                                  options, progress: PhaseProgress, exclude: set[str] = frozenset()) -> int:
     """Play the round's training episodes, ``concurrency`` at a time, until enough are played
     or time is up (a new episode starts as soon as a slot frees; past ``every_minutes`` none
     starts, once the first ``concurrency`` have)."""
     phase = f"round {round_index}: play"
-    distinct = _fresh_tasks(engine, game.name, config, seed)
+    distinct = _fresh_tasks(engine, game.name, config.tasks, max(1, config.every_episodes // config.samples), seed,
+                            exclude)
     pending = [t for t in distinct for _ in range(config.samples)][: config.every_episodes]
     deadline = None if config.every_minutes is None else time.monotonic() + 60 * config.every_minutes
     started, finished = 0, 0
@@ -161,15 +208,15 @@ async def _play_training_episodes(engine, game, live, recorder, config: RetrainC
     return len(report.episodes)
 
 
-def _fresh_tasks(engine: Engine, game: str, config: RetrainConfig, seed: int) -> list[Task]:
-    """Training tasks no earlier round played (read from the store, so cron runs differ too);
-    when the source is used up, tasks repeat."""
-    wanted = max(1, config.every_episodes // config.samples)
+def _fresh_tasks(engine: Engine, game: str, source: str, wanted: int, seed: int,
+                 exclude: set[str] = frozenset()) -> list[Task]:
+    """``wanted`` training tasks of ``source`` that no earlier round played (read from the store,
+    so cron runs differ too) and not in ``exclude``; when the source is used up, tasks repeat."""
     with engine.connect() as conn:
         played = set(conn.execute(
             select(Episode.task_id).where(Episode.game == game, Episode.split == "train").distinct()
-        ).scalars())
-    candidates = load_tasks(config.tasks, n=len(played) + wanted, seed=seed, split="train")
+        ).scalars()) | set(exclude)
+    candidates = load_tasks(source, n=len(played) + wanted, seed=seed, split="train")
     fresh = [t for t in candidates if t.id not in played]
     return (fresh or candidates)[:wanted]
 
@@ -180,9 +227,10 @@ async def _train_and_gate(
 ) -> RoleOutcome:
     outcome = RoleOutcome(role, "failed")
     try:
+        options = SFTOptions(balance=True) if config.trainer == "sft" and role in game.balanced_seats else None
         snapshot = build_snapshot(engine, config.trainer, role, game=game.name, base_model=base_model,
                                   out_dir=data_dir / "datasets", since="latest", log_filter=LogFilter(split="train"),
-                                  seed=seed)
+                                  options=options, seed=seed, for_training=True)
         outcome.snapshot_id, outcome.rows = snapshot.id, snapshot.row_count
         rows = load_snapshot(engine, snapshot.id, role=role, base_model=base_model, kind=config.trainer)
         _, config_type = trainer_for(config.trainer)

@@ -52,7 +52,13 @@ def retrain(
     tasks: Annotated[
         str, typer.Option(help="Task source (train split to play, heldout split to gate).")
     ] = "arithmetic",
-    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each gate plays.")] = 32,
+    practice: Annotated[int, typer.Option(
+        min=0, help="Solo practice episodes of the game's practising seat per round (one model answer each).")] = 384,
+    practice_samples: Annotated[int, typer.Option(min=1, help="Practice attempts per task.")] = 2,
+    practice_tasks: Annotated[str | None, typer.Option(
+        help="Task source of practice (default: --tasks; for the arithmetic generator its level 1, where the "
+             "bundled model answers about 1 in 5 right at 0.3: right answers to learn from).")] = None,
+    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each gate plays.")] = 200,
     report_tasks: Annotated[
         int | None, typer.Option(min=1, help="Held-out tasks of the before/after report (default: the gate's).")
     ] = None,
@@ -112,6 +118,9 @@ def retrain(
             every_minutes=every_minutes,
             samples=samples,
             tasks=tasks,
+            practice=practice,
+            practice_samples=practice_samples,
+            practice_tasks=practice_tasks or ("arithmetic:1" if tasks == "arithmetic" else tasks),
             margin=margin,
             concurrency=concurrency,
             train_options=train_options,
@@ -120,6 +129,8 @@ def retrain(
         for role in config.roles:
             spec.gate_metric(role)  # a role the game cannot train or gate is refused before anything runs
         heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
+        if config.practice and config.practice_tasks:  # a bad source fails before anything is played
+            load_tasks(config.practice_tasks, n=1, seed=settings.seed, split="train")
         reported = load_tasks(tasks, n=report_tasks, seed=settings.seed, split="heldout") if report_tasks else heldout
         seat_specs = parse_seat_specs(spec, seat or [])
     except (UnknownGameError, TaskSourceError, SeatSpecError, ValueError) as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphs.credit import CORRECT
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric
+from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice
 from graphs.math_reflection.credit import CRITIC_CREDIT, VERDICT_CORRECT
 from graphs.math_reflection.majority import majority_index
 from graphs.math_reflection.metrics import reflection_metrics
@@ -66,4 +66,8 @@ GAME = GameSpec(
     first_prompt=lambda task: actor_messages(task.question),
     report_metrics=("pass@turn-1", "pass@final-turn", "majority@N", "refinement_gain", "critic_balanced_accuracy",
                     "critic_unparsed_rate"),
+    # the actor's solo attempt: one answer, an approving scripted critic (no model call), so a
+    # round buys several times more actor samples than full episodes would
+    practice=Practice("actor", {"turns": 1}, {"critic": "always-correct"}),
+    balanced_seats=frozenset({"critic"}),
 )

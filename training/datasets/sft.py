@@ -15,15 +15,21 @@ Formats (TRL conversational):
   ``messages`` format would also train on.
 - ``messages``: ``{"messages": prompt messages + the answer as an assistant message}``.
 
+With ``balance``, the kept rows are balanced across the turns' parsed values (a critic's
+"correct" and "incorrect" verdicts): each label keeps at most as many rows as the rarest one,
+chosen by a seeded shuffle. A judge-like seat trained on the right verdicts about a weak actor
+would otherwise see mostly "incorrect" and learn the base rate instead of checking.
+
 Metadata: ``reward`` (the credit), ``episode_id``, ``turn_id``, ``task_id``, ``seat``.
 Counted: ``no_reward``, ``below_threshold``, ``beyond_per_group`` (good turns of a state that
-already had ``per_group`` better or earlier ones).
+already had ``per_group`` better or earlier ones), ``balanced_out`` (rows dropped by ``balance``).
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -47,6 +53,8 @@ class SFTOptions:
     per_group: int = 1
     """the most turns kept per state"""
     format: SFTFormat = "prompt_completion"
+    balance: bool = False
+    """keep equally many rows of each parsed value of the turns (see the module docstring)"""
 
     def __post_init__(self) -> None:
         if self.per_group < 1:
@@ -61,8 +69,8 @@ class RejectionSampling(Builder[SFTOptions]):
 
     def __init__(self, context: BuildContext, options: SFTOptions) -> None:
         super().__init__(context, options)
-        self._best: dict[tuple[str, str], list[tuple[float, int, str]]] = {}
-        """state -> min-heap of (credit, -read order, row as JSON): the worst kept turn on top;
+        self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
+        """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
         self._read = 0
 
@@ -97,13 +105,29 @@ class RejectionSampling(Builder[SFTOptions]):
             }
             self._read += 1
             kept = self._best.setdefault((turn.seat, turn.prompt_key), [])
-            heapq.heappush(kept, (reward, -self._read, json.dumps(row, ensure_ascii=False)))
+            heapq.heappush(kept, (reward, -self._read, json.dumps(row, ensure_ascii=False), turn.parsed_value))
             if len(kept) > self.options.per_group:
                 heapq.heappop(kept)
                 self.skipped["beyond_per_group"] += 1
         return ()
 
     def finish(self) -> Iterator[Row]:
-        for kept in self._best.values():
-            for _, _, row in sorted(kept, reverse=True):
-                yield json.loads(row)
+        ordered = [(row, label) for kept in self._best.values() for _, _, row, label in sorted(kept, reverse=True)]
+        if self.options.balance:
+            ordered = self._balanced(ordered)
+        for row, _ in ordered:
+            yield json.loads(row)
+
+    def _balanced(self, ordered: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+        by_label: dict[str | None, list[int]] = {}
+        for index, (_, label) in enumerate(ordered):
+            by_label.setdefault(label, []).append(index)
+        if len(by_label) < 2:
+            return ordered
+        per_label = min(len(indices) for indices in by_label.values())
+        rng = random.Random(self.context.seed)
+        keep: set[int] = set()
+        for indices in by_label.values():
+            keep.update(rng.sample(indices, per_label))
+        self.skipped["balanced_out"] += len(ordered) - len(keep)
+        return [item for index, item in enumerate(ordered) if index in keep]
