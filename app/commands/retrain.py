@@ -72,7 +72,8 @@ def retrain(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 64,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
     learning_rate: Annotated[float | None, typer.Option(help="Trainer learning rate (default: the trainer's).")] = None,
-    epochs: Annotated[float | None, typer.Option(help="Trainer epochs per round.")] = None,
+    epochs: Annotated[float | None, typer.Option(
+        help="Trainer epochs per round (2: what raised the bundled model's accuracy in a measured probe).")] = 2.0,
     max_steps: Annotated[int | None, typer.Option(help="Trainer steps per round (overrides epochs).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Training time budget per role and round.")] = None,
     report: Annotated[bool, typer.Option(help="Evaluate before the first round and after each round.")] = True,
