@@ -34,6 +34,7 @@ from factories import (
 from storage.engine import DatabaseError, in_transaction, open_store, session_scope
 from storage.export import export, to_dataset
 from storage.migrate import alembic_config, current_revision, head_revision
+from storage.migration_only import MIGRATION_ONLY_INDEXES, MIGRATION_ONLY_TABLES, include_object
 from storage.models import (
     AdapterVersion,
     Base,
@@ -53,25 +54,55 @@ from storage.records import EpisodeStatus
 # --- schema -------------------------------------------------------------------------------
 
 
+def _schema_diff(conn: Connection) -> list[object]:
+    """What differs between the store and the models, leaving out only the migration-only search objects."""
+    context = MigrationContext.configure(conn, opts={"compare_type": True, "include_object": include_object})
+    return compare_metadata(context, Base.metadata)
+
+
+def _migration_only_objects(engine: Engine) -> set[str]:
+    """The search objects of migration 0003 that the store holds (tables on SQLite, the index on PostgreSQL)."""
+    found = inspect(engine)
+    indexes = {index["name"] for index in found.get_indexes("turn_payloads")}
+    return (set(found.get_table_names()) & MIGRATION_ONLY_TABLES) | (indexes & MIGRATION_ONLY_INDEXES)
+
+
 def test_migrated_schema_matches_models(store_url: str) -> None:
     engine = open_store(store_url)
     open_store(store_url).dispose()  # a second open finds the schema at head and changes nothing
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
-        assert current_revision(conn) == head_revision() == "0002"
+        diff = _schema_diff(conn)
+        assert current_revision(conn) == head_revision() == "0003"
+    # the allow-list hides objects that are there, and only those
+    expected = MIGRATION_ONLY_TABLES if engine.dialect.name == "sqlite" else MIGRATION_ONLY_INDEXES
+    assert _migration_only_objects(engine) == expected
     engine.dispose()
     assert diff == []
+
+
+def test_schema_comparison_still_sees_what_the_allow_list_does_not_name(store: Engine) -> None:
+    with store.begin() as conn:
+        conn.execute(text("CREATE INDEX ix_turn_payloads_stray ON turn_payloads (response)"))
+        conn.execute(text("CREATE TABLE turn_search_stray (id INTEGER PRIMARY KEY)"))
+    with store.connect() as conn:
+        diff = _schema_diff(conn)
+    assert sorted((change[0], change[1].name) for change in diff) == [  # type: ignore[index, attr-defined]
+        ("remove_index", "ix_turn_payloads_stray"), ("remove_table", "turn_search_stray")]
 
 
 def test_migrations_run_from_a_url_and_downgrade(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     command.upgrade(alembic_config(url=store_url), "head")
     engine = open_store(store_url, migrate=False)
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+        diff = _schema_diff(conn)
+    searchable = _migration_only_objects(engine)
+    command.downgrade(alembic_config(url=store_url), "0002")  # the search objects go with their migration
+    after_0003 = _migration_only_objects(engine)
     command.downgrade(alembic_config(url=store_url), "base")
     left = set(inspect(engine).get_table_names())
     engine.dispose()
     assert diff == []
+    assert searchable and after_0003 == set()
     assert left == {"alembic_version"}
 
     command.upgrade(alembic_config(url=store_url), "head", sql=True)  # offline: the DDL as text

@@ -11,13 +11,15 @@ from alembic import context
 from sqlalchemy import Connection
 
 from storage.engine import open_store
+from storage.migration_only import include_object
 from storage.models import Base
 
 config = context.config
 
 
 def _configure(**kwargs: object) -> None:
-    context.configure(target_metadata=Base.metadata, compare_type=True, **kwargs)
+    # the search index of migration 0003 is not in the models: autogenerate must not drop it
+    context.configure(target_metadata=Base.metadata, compare_type=True, include_object=include_object, **kwargs)
 
 
 def _run(connection: Connection) -> None:
