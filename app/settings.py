@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from storage.redact import register_secret
+
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 
@@ -113,10 +115,13 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Read the settings, turning a validation failure into one readable SettingsError."""
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"]) or "settings"
             problems.append(f"SPARRING_{field.upper()}: {err['msg'].removeprefix('Value error, ')}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
+    if settings.openai_api_key is not None:
+        register_secret(settings.openai_api_key.get_secret_value())  # masked in every error this process shows
+    return settings

@@ -19,6 +19,7 @@ from graphs.context import EpisodeContext, GameOptions
 from graphs.games import GameSpec
 from graphs.policies.policy import Policy
 from graphs.tasks.base import Task
+from storage.redact import redact
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, RecordSink
 
 
@@ -61,8 +62,9 @@ class PlayReport:
 
 
 def _describe(exc: BaseException) -> str:
+    """The episode's error: keys and passwords an upstream echoed are masked (storage.redact)."""
     message = str(exc).strip() or "(no message)"
-    return f"{type(exc).__name__}: {message}"
+    return redact(f"{type(exc).__name__}: {message}")
 
 
 async def play_episode(
@@ -111,7 +113,7 @@ async def play_episode(
         status, error = EpisodeStatus.TIMEOUT, f"episode exceeded its {timeout_s:g} s time limit"
     except Exception as exc:  # one bad episode never stops the batch: record it and go on
         status, error = EpisodeStatus.FAILED, _describe(exc)
-        outcome = {"traceback": traceback.format_exc(limit=8)}
+        outcome = {"traceback": redact(traceback.format_exc(limit=8))}
     stage = None if status == EpisodeStatus.SUCCEEDED else ctx.stage
     sink.episode_finished(
         EpisodeEnd(episode_id, status, reward, ctx.num_turns, outcome, error=error, error_stage=stage)

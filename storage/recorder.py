@@ -34,6 +34,7 @@ from sqlalchemy import Engine, insert, update
 from storage.engine import DatabaseError, driver_message, in_transaction
 from storage.models import Base, RunStatus
 from storage.orphans import fail_running_episodes, mark_orphans
+from storage.redact import redact
 from storage.records import (
     EpisodeEnd,
     EpisodeStart,
@@ -130,12 +131,15 @@ class Recorder:
 
     def finish_run(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
         """Flush, then record the run's end. If the flush fails, the run is recorded as
-        ``failed`` with the error in its summary, and the error is raised."""
+        ``failed`` with the error in its summary, and the error is raised. A summary's error is
+        stored with keys and passwords masked (storage.redact)."""
         if status not in _FINISHED_RUN_STATUSES:
             raise ValueError(f"status must be one of {', '.join(sorted(_FINISHED_RUN_STATUSES))}; got {status!r}")
         failure = self._flush_for_sync_write()
         if failure is not None:
             status, summary = RunStatus.FAILED.value, {**summary, "error": str(failure)}
+        if isinstance(summary.get("error"), str):
+            summary = {**summary, "error": redact(summary["error"])}
         stmt = update(_RUNS).where(_RUNS.c.id == run_id).values(status=status, summary=summary, finished_at=utcnow())
         in_transaction(self._engine, lambda conn: conn.execute(stmt))
         if failure is not None:

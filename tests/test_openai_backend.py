@@ -349,3 +349,35 @@ def test_a_plain_openai_api_cannot_constrain_a_choice(double):
     with pytest.raises(ChoiceUnsupportedError, match="SPARRING_BACKEND=vllm"):
         asyncio.run(plain.generate(request))
     assert chats(double) == []
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+
+def test_an_upstream_error_that_echoes_the_key_is_stored_and_printed_without_it(tmp_path, monkeypatch, double):
+    key = "hosted-key-0123456789abcdef"  # not sk-like: only the configured value says it is a key
+    other = "sk-proj-Zyx9876543210abcdef"
+    double.chat = lambda body: (401, {"error": {
+        "message": f"Incorrect API key provided: {key}. Header was 'Authorization: Bearer {key}'; "
+                   f"did you mean {other}? Store at postgresql://app:hunter2secret@db:5432/x",
+        "type": "invalid_request_error", "code": "invalid_api_key"}})
+    db = tmp_path / "play.db"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", f"sqlite:///{db}")
+    monkeypatch.setenv("SPARRING_OPENAI_BASE_URL", double.url)
+    monkeypatch.setenv("SPARRING_OPENAI_API_KEY", key)
+    result = CliRunner().invoke(app, ["play", "math-reflection", "-n", "2", "-c", "1", "--turns", "1",
+                                      "--seat", "actor=openai:gpt-4o-mini",
+                                      "--seat", "critic=scripted:always-correct"])
+    assert result.exit_code == 1, result.output
+    with open_store(f"sqlite:///{db}").connect() as conn:
+        stored = conn.execute(select(EpisodePayload.error, EpisodePayload.outcome)).all()
+    assert len(stored) == 2
+    for error, outcome in stored:
+        everything = error + json.dumps(outcome)
+        assert "HTTP 401: Incorrect API key provided: ****" in error, error
+        assert "Bearer ****" in error and "sk-****" in error and "postgresql://app:****@db" in error
+        for secret in (key, other, "hunter2secret"):
+            assert secret not in everything
+    assert "Incorrect API key provided: ****" in result.output  # the printed first failure
+    for secret in (key, other, "hunter2secret"):
+        assert secret not in result.output

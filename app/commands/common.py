@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from app.output import Format
 from app.settings import Settings, SettingsError, load_settings
+from storage.redact import redact
 
 err = Console(stderr=True)
 out = Console()
@@ -21,14 +22,15 @@ FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output for
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    """Print ``message`` (keys and passwords masked: storage.redact) and exit with ``code``."""
+    err.print(f"[bold red]error:[/] {escape(redact(message))}", highlight=False)
     raise typer.Exit(code)
 
 
 def one_line(exc: BaseException, limit: int = 600) -> str:
     """An error's message on one line and at most ``limit`` characters: a library's own (a
-    tensor size mismatch, a server's reply) can run to thousands of lines."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    tensor size mismatch, a server's reply) can run to thousands of lines. Keys and passwords are masked."""
+    text = redact(" ".join(str(exc).split())) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -33,6 +33,7 @@ from graphs.policies.base import (
     GenerationResult,
     UnknownAdapterError,
 )
+from storage.redact import redact, register_secret
 
 T = TypeVar("T")
 
@@ -120,6 +121,7 @@ class OpenAIBackend:
         self.retry = retry
         self.send_seeds = send_seeds
         self._api_key = api_key
+        register_secret(api_key)  # an upstream may echo it in an error body: errors mask it
         self._paths: dict[str, str] = {}
         """Adapters this backend loaded (or found loaded from the same folder): name -> path."""
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncOpenAI] = (
@@ -441,7 +443,12 @@ def server_message(exc: openai.APIStatusError) -> str:
 
 
 def describe(exc: openai.OpenAIError) -> str:
-    """One line saying what failed, for episode errors and CLI messages."""
+    """One line saying what failed, for episode errors and CLI messages; keys and passwords
+    the server echoed are masked (storage.redact)."""
+    return redact(_describe(exc))
+
+
+def _describe(exc: openai.OpenAIError) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return "the request timed out (raise SPARRING_REQUEST_TIMEOUT_S if the server is just slow)"
     if isinstance(exc, openai.APIConnectionError):
