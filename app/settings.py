@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import difflib
+import json
+import os
 import re
+import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 from storage.redact import register_secret
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+PREFIX = "SPARRING_"
+OTHER_VARIABLES = frozenset({
+    "SPARRING_GAMES",  # graphs/games.py: further game modules
+    "SPARRING_API_TOKEN",  # app/server/security.py: the token of `sparring serve`
+    "SPARRING_TEST_POSTGRES_URL",  # tests/conftest.py: the PostgreSQL server tests use
+    "SPARRING_BENCH_POSTGRES_URL",  # bench/common.py: the PostgreSQL server benchmarks use
+})
+"""SPARRING_* variables read elsewhere than this class: known, so never warned about."""
+JSON_SHAPES = {"seats": 'a JSON object of seat to policy, e.g. {"critic": "openai:gpt-4o-mini"}'}
+"""What a field given as JSON must look like, for its error messages."""
+_DOTENV_NAME = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
+_warned: set[str] = set()
 
 
 class SettingsError(ValueError):
@@ -113,15 +131,61 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Read the settings, turning a validation failure into one readable SettingsError."""
+    """Read the settings, turning a validation failure into one readable SettingsError; warn
+    (once per name and process) about SPARRING_* variables that are no setting."""
+    warn_unknown_variables()
     try:
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except SourceError as exc:  # pydantic-settings could not even decode a JSON value
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = field.group(1) if field else "settings"
+        why = f"not valid JSON ({exc.__cause__})" if isinstance(exc.__cause__, json.JSONDecodeError) else str(exc)
+        raise SettingsError(f"invalid settings: {PREFIX}{name.upper()}: {why}{_shape(name)}") from None
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
             field = ".".join(str(p) for p in err["loc"]) or "settings"
-            problems.append(f"SPARRING_{field.upper()}: {err['msg'].removeprefix('Value error, ')}")
+            message = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{PREFIX}{field.upper()}: {message}{_shape(str(err['loc'][0]) if err['loc'] else '')}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
     if settings.openai_api_key is not None:
         register_secret(settings.openai_api_key.get_secret_value())  # masked in every error this process shows
     return settings
+
+
+def _shape(field: str) -> str:
+    return f"; expected {JSON_SHAPES[field]}" if field in JSON_SHAPES else ""
+
+
+def unknown_variables(names: Iterable[str]) -> dict[str, str | None]:
+    """Each SPARRING_* name among ``names`` that is neither a setting nor in OTHER_VARIABLES,
+    with the known name it most likely misspells (None when none is close)."""
+    known = {PREFIX + field.upper() for field in Settings.model_fields} | OTHER_VARIABLES
+    found = {}
+    for name in names:
+        upper = name.upper()  # pydantic-settings matches names case-insensitively
+        if upper.startswith(PREFIX) and upper not in known:
+            close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.8)
+            found[name] = close[0] if close else None
+    return found
+
+
+def warn_unknown_variables(environ: Mapping[str, str] | None = None, dotenv: Path | None = None) -> None:
+    """Print a warning on stderr for each unknown SPARRING_* name in the environment or the
+    ``.env`` file (once per name and process): a misspelt setting would silently be ignored."""
+    environ = os.environ if environ is None else environ
+    dotenv = Path(str(Settings.model_config.get("env_file") or ".env")) if dotenv is None else dotenv
+    sources = {name: "the environment" for name in environ}
+    try:
+        for line in dotenv.read_text(encoding="utf-8", errors="replace").splitlines():
+            if (match := _DOTENV_NAME.match(line)) is not None:
+                sources.setdefault(match.group(1), str(dotenv))
+    except OSError:
+        pass  # no .env file: nothing to check there
+    for name, close in unknown_variables(sources).items():
+        if name in _warned:
+            continue
+        _warned.add(name)
+        guess = f"; did you mean {close}?" if close else ""
+        print(f"warning: {name} (in {sources[name]}) is not a sparring setting and is ignored{guess} "
+              "(`sparring settings` lists them)", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -259,3 +260,42 @@ def test_sigterm_stops_train_like_ctrl_c(tiny_env: Path) -> None:
     [(status, error)] = _job_statuses(url)
     assert status == "failed" and error.startswith("Terminated"), error
     assert list((tiny_env / "tmp").glob("sparring-job*")) == []
+
+
+# --- crashes and unclear errors -----------------------------------------------------------
+
+
+def _sparring(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """`sparring ARGS` in a child process, as a user starts it (its console set up at start-up)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SPARRING_")}
+    environ.update(SPARRING_DATABASE_URL=f"sqlite:///{cwd / 'store.db'}", SPARRING_DATA_DIR=str(cwd / "data"), **env)
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=environ, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("seats", ["{x", "[1]"])
+def test_invalid_seats_json_is_one_line_naming_the_variable_and_its_shape(tmp_path: Path, seats: str) -> None:
+    for command in (["settings"], ["episodes", "list"], ["play", "math-reflection", "-n", "1"], ["games"]):
+        done = _sparring(*command, cwd=tmp_path, SPARRING_SEATS=seats)
+        assert "Traceback" not in done.stderr, (command, done.stderr)
+        if command != ["games"]:  # games reads no settings
+            message = " ".join(done.stderr.split())
+            assert done.returncode == 2, (command, done.stderr)
+            assert "SPARRING_SEATS" in message
+            assert 'expected a JSON object of seat to policy, e.g. {"critic": ' in message
+
+
+def test_a_misspelt_setting_is_warned_about_with_the_name_it_misspells(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("SPARRING_DATABSE_URL=sqlite:///elsewhere.db\nexport SPARRING_MODLE=x\n")
+    done = _sparring("episodes", "list", cwd=tmp_path, SPARRING_DEVCE="cpu", SPARRING_GAMES="",
+                     SPARRING_API_TOKEN="t" * 16, SPARRING_TEST_POSTGRES_URL="postgresql://x@h/db")
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert sorted(warnings) == [
+        "warning: SPARRING_DATABSE_URL (in .env) is not a sparring setting and is ignored; did you mean "
+        "SPARRING_DATABASE_URL? (`sparring settings` lists them)",
+        "warning: SPARRING_DEVCE (in the environment) is not a sparring setting and is ignored; did you mean "
+        "SPARRING_DEVICE? (`sparring settings` lists them)",
+        "warning: SPARRING_MODLE (in .env) is not a sparring setting and is ignored; did you mean SPARRING_MODEL? "
+        "(`sparring settings` lists them)",
+    ]  # once each, although the settings are read several times; the variables read elsewhere are known
