@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -299,3 +300,39 @@ def test_a_misspelt_setting_is_warned_about_with_the_name_it_misspells(tmp_path:
         "warning: SPARRING_MODLE (in .env) is not a sparring setting and is ignored; did you mean SPARRING_MODEL? "
         "(`sparring settings` lists them)",
     ]  # once each, although the settings are read several times; the variables read elsewhere are known
+
+
+def _as_another_user() -> list[str]:
+    """A command prefix that runs as nobody when the tests run as root, who writes read-only files."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv (util-linux): cannot run a command as another user")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_play_on_a_read_only_sqlite_file_is_one_line_saying_how_to_fix_it() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="sparring-ro-", dir="/tmp"))  # nobody can reach it
+    try:
+        folder.chmod(0o777)
+        store = folder / "store.db"
+        open_store(f"sqlite:///{store}").dispose()
+        store.chmod(0o444)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("SPARRING_")}
+        environ.update(SPARRING_DATABASE_URL=f"sqlite:///{store}", SPARRING_DATA_DIR=str(folder / "data"),
+                       HOME=str(folder), PYTHONDONTWRITEBYTECODE="1")
+
+        def sparring(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([*_as_another_user(), sys.executable, "-m", "app.cli", *args], cwd=folder,
+                                  env=environ, text=True, capture_output=True, timeout=120)
+
+        played = sparring("play", "math-reflection", "-n", "1", "--seat", "actor=scripted:echo",
+                          "--seat", "critic=scripted:always-correct")
+        listed = sparring("episodes", "list")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert played.returncode == 2 and "Traceback" not in played.stderr, played.stderr
+    assert " ".join(played.stderr.split()) == (
+        f"error: the SQLite store {store} is read-only: make it writable (chmod u+w {store}) or log elsewhere "
+        "with --db sqlite:///other.db")
+    assert listed.returncode == 0, listed.stderr  # reading it still works

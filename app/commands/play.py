@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.commands.common import (
+    DbOption, FormatOption, err, fail, out, require_writable, settings_or_exit, store_or_exit,
+)
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.output import Format, emit
 from app.progress import progress as progress_display
@@ -114,6 +116,7 @@ def play(
     from storage.recorder import mark_orphans
 
     engine = store_or_exit(settings)
+    require_writable(engine)
     orphans = mark_orphans(engine)
     if orphans:
         err.print(f"marked {orphans} episode(s) of ended processes as failed (interrupted)")
