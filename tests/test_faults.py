@@ -336,3 +336,29 @@ def test_play_on_a_read_only_sqlite_file_is_one_line_saying_how_to_fix_it() -> N
         f"error: the SQLite store {store} is read-only: make it writable (chmod u+w {store}) or log elsewhere "
         "with --db sqlite:///other.db")
     assert listed.returncode == 0, listed.stderr  # reading it still works
+
+
+def test_a_lora_rank_mismatch_is_one_line_naming_the_adapter_and_the_shapes(tmp_path: Path) -> None:
+    import asyncio
+
+    from graphs.policies.base import BackendError
+    from graphs.policies.inprocess import InProcessBackend
+    from tiny_model import tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    folder = save_random_lora(tiny_model(tokenizer), tmp_path / "actor@v1", seed=1)  # trained with r=4
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, "r": 8}))
+    backend = InProcessBackend(tiny_model(tokenizer), tokenizer, model_name="tiny", batch_wait_s=0.05)
+    try:
+        with pytest.raises(BackendError) as raised:
+            asyncio.run(backend.load_adapter("actor@v1", str(folder)))
+        assert backend.adapters() == []
+    finally:
+        asyncio.run(backend.aclose())
+    message = str(raised.value)
+    assert "\n" not in message and len(message) < 1000, message  # PyTorch's own text lists all 8 tensors
+    assert message.startswith(f"could not load adapter folder {folder} as 'actor@v1' on tiny: 8 tensor(s) ")
+    assert "adapter_config.json (r=8)" in message
+    assert "q_proj.lora_A.actor@v1.weight: expected [8, 64], found [4, 64]" in message
+    assert raised.value.__cause__ is None  # nor does a traceback print it

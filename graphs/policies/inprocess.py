@@ -602,11 +602,12 @@ class InProcessBackend:
             _check_loaded_keys(name, result.missing_keys, result.unexpected_keys)
         except Exception as exc:
             self._discard_adapter(name, created)
+            # a size mismatch is summed up in the message: chained, its full text would show in tracebacks
+            cause = None if _SIZE_MISMATCH.search(str(exc)) else exc
             raise BackendError(
                 f"could not load adapter folder {path} as {name!r} on {self.model_name}: "
-                f"{type(exc).__name__}: {str(exc).rstrip('.')}. "
-                f"Check that it is a LoRA adapter trained for this base model."
-            ) from exc
+                f"{_load_failure(exc, config)}. Check that it is a LoRA adapter trained for this base model."
+            ) from cause
         self._model.eval()  # new LoRA modules (dropout) start in training mode
         with self._adapters_lock:
             self._adapter_paths[name] = path
@@ -657,6 +658,30 @@ def _read_adapter_config(path: Path) -> PeftConfig:
         )
     config.inference_mode = True
     return config
+
+
+_SIZE_MISMATCH = re.compile(
+    r"size mismatch for (?P<key>\S+): copying a param with shape torch\.Size\(\[(?P<found>[\d, ]*)\]\) from "
+    r"checkpoint, the shape in current model is torch\.Size\(\[(?P<expected>[\d, ]*)\]\)"
+)
+MAX_ERROR_CHARS = 600
+
+
+def _load_failure(exc: Exception, config: PeftConfig) -> str:
+    """One line on why PEFT could not load the weights: a size mismatch (PyTorch lists every
+    tensor, tens of kilobytes for a real model) is counted, with its first tensor's shapes."""
+    mismatches = list(_SIZE_MISMATCH.finditer(str(exc)))
+    if mismatches:
+        first = mismatches[0]
+        rank = getattr(config, "r", None)
+        return (
+            f"{len(mismatches)} tensor(s) of its weights do not have the shapes that its adapter_config.json "
+            f"(r={rank}) and the base model call for, e.g. {first['key']}: expected [{first['expected']}], found "
+            f"[{first['found']}] (a rank r other than the one it was trained with, or an adapter for another "
+            "base model)"
+        )
+    text = " ".join(f"{type(exc).__name__}: {str(exc).rstrip('.')}".split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
 
 def _check_loaded_keys(name: str, missing: list[str], unexpected: list[str]) -> None:
