@@ -625,3 +625,152 @@ def test_choice_on_an_adapter_is_served_by_it(backend: InProcessBackend, adapter
     assert on_adapter.logprobs != pytest.approx(on_base.logprobs)  # the adapter changes the scores
     with pytest.raises(UnknownAdapterError):
         asyncio.run(backend.generate(verdict_request(PROMPTS[1], adapter="missing")))
+
+
+# --- a final line continuing the free text's own row (graphs/policies/final_decode.py) ----------
+
+
+def final_request(
+    messages: list[dict[str, str]], final, sampling: SamplingParams = GREEDY, adapter: str | None = None
+) -> GenerationRequest:
+    return GenerationRequest(messages, sampling, adapter, final=final)
+
+
+def verdict_final():
+    from graphs.policies.final_line import FinalChoice  # here: the top of this file is another feature's
+
+    return FinalChoice("Verdict:", (" correct", " incorrect"))
+
+
+def marker_in_the_text(backend: InProcessBackend, messages: list[dict[str, str]], max_new_tokens: int):
+    """A final line whose marker's first word is one the model writes in its free text (the
+    tiny random model never writes "verdict"), so that the free part ends at the marker."""
+    import re
+
+    from graphs.policies.final_line import FinalChoice
+
+    text = one(backend, messages, replace(GREEDY, max_new_tokens=max_new_tokens)).text
+    word = next(w for w in re.findall(r"[A-Za-z]{4,}", text[len(text) // 3 :]))
+    return FinalChoice(f"{word}:", (" correct", " incorrect"))
+
+
+def plain_forward_logprobs(model: LlamaForCausalLM, prompt: list[int], completion: list[int]) -> list[float]:
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([prompt + completion])).logits[0]
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    return [logprobs[len(prompt) + j - 1, token].item() for j, token in enumerate(completion)]
+
+
+def test_a_final_line_is_what_the_two_request_path_chooses_without_a_second_prefill(backend, model) -> None:
+    """Greedy: same kept text, same verdict, same tokens as free text then a choice request; the
+    logprobs are a plain forward pass's; and the only prefill is the prompt's."""
+    from graphs.policies.final_line import generate_in_two_requests
+
+    sampling = replace(GREEDY, max_new_tokens=24)
+    finals = [verdict_final(), marker_in_the_text(backend, PROMPTS[2], 24)]
+    cases = [(p, f) for p in PROMPTS for f in finals[:1]] + [(PROMPTS[2], finals[1])]
+    for messages, final in cases:
+        before = replace(backend.stats)
+        got = asyncio.run(backend.generate(final_request(messages, final, sampling)))
+        after = replace(backend.stats)
+        two = asyncio.run(generate_in_two_requests(backend, final_request(messages, final, sampling)))
+        end = backend.stats
+
+        assert got.chosen in final.options
+        assert (got.text, got.chosen, got.completion_token_ids) == (two.text, two.chosen, two.completion_token_ids)
+        assert got.text.endswith(f"\n{final.marker}{got.chosen}") or got.text == final.marker + got.chosen
+        assert got.completion_token_ids == backend.tokenizer(got.text, add_special_tokens=False)["input_ids"]
+        assert got.prompt_token_ids == two.prompt_token_ids
+        plain = plain_forward_logprobs(model, got.prompt_token_ids, got.completion_token_ids)
+        assert got.logprobs == pytest.approx(plain, abs=1e-4)
+        assert two.logprobs == pytest.approx(plain, abs=1e-4)
+        assert (got.finish_reason, got.served_by) == ("stop", "tiny")
+        # one prefill, of the prompt alone; the two-request path re-runs prompt + text per option
+        prompt = len(got.prompt_token_ids)
+        assert (after.batches - before.batches, after.choice_passes - before.choice_passes) == (1, 0)
+        assert after.prefill_tokens - before.prefill_tokens == prompt
+        assert after.decode_steps - before.decode_steps <= sampling.max_new_tokens + len(got.completion_token_ids)
+        assert end.choice_passes - after.choice_passes == 1
+        assert end.prefill_tokens - after.prefill_tokens > 3 * prompt + len(got.completion_token_ids)
+    cut = asyncio.run(backend.generate(final_request(PROMPTS[2], finals[1], sampling)))
+    word = finals[1].marker.rstrip(":")
+    assert word.lower() not in cut.text[: -len(finals[1].marker + cut.chosen)].lower()  # cut at the marker
+    assert len(cut.completion_token_ids) < sampling.max_new_tokens
+
+
+def test_final_rows_share_a_batch_with_plain_rows_and_answer_as_alone(backend) -> None:
+    final = verdict_final()
+    seeded = SamplingParams(temperature=1.0, max_new_tokens=10, seed=3)
+    requests = [
+        GenerationRequest(PROMPTS[0], GREEDY),
+        final_request(PROMPTS[1], final),
+        GenerationRequest(PROMPTS[2], replace(GREEDY, max_new_tokens=30)),
+        final_request(PROMPTS[3], final, seeded),
+        final_request(PROMPTS[2], marker_in_the_text(backend, PROMPTS[2], 12)),
+    ]
+    alone = [asyncio.run(backend.generate(r)) for r in requests]
+    batches = backend.stats.batches
+
+    mixed = together(backend, requests)
+
+    assert backend.stats.batches == batches + 1  # all in one batch
+    for got, want in zip(mixed, alone, strict=True):
+        assert (got.text, got.chosen, got.completion_token_ids) == (want.text, want.chosen, want.completion_token_ids)
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-4)
+    assert [r.chosen is not None for r in mixed] == [False, True, False, True, True]
+
+
+def test_a_final_request_joining_a_running_batch_answers_as_alone(joining, backend) -> None:
+    final = verdict_final()
+    long = GenerationRequest(PROMPTS[2], replace(GREEDY, max_new_tokens=50))
+    later = [
+        final_request(PROMPTS[0], final),
+        GenerationRequest(PROMPTS[1], replace(GREEDY, max_new_tokens=6)),
+        final_request(PROMPTS[2], marker_in_the_text(backend, PROMPTS[2], 12)),
+        final_request(PROMPTS[3], final, SamplingParams(temperature=0.9, max_new_tokens=8, seed=5)),
+    ]
+    alone = [asyncio.run(backend.generate(r)) for r in [long, *later]]
+
+    results, done = _staggered(joining, long, later)
+
+    assert done[-1] == 0  # the final lines were answered while the long row still ran
+    for got, want in zip(results, alone, strict=True):
+        assert (got.text, got.chosen, got.completion_token_ids) == (want.text, want.chosen, want.completion_token_ids)
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-4)
+    assert joining.stats.batches == 5 and joining.stats.choice_passes == 0
+
+
+def test_a_sampled_final_line_is_an_option_and_reproducible_by_seed(backend) -> None:
+    final = verdict_final()
+
+    def sampled(seed: int) -> GenerationResult:
+        return asyncio.run(backend.generate(final_request(PROMPTS[1], final, SamplingParams(1.5, 1.0, 8, seed))))
+
+    first = [sampled(s) for s in range(6)]
+    again = [sampled(s) for s in range(6)]
+    assert [(r.text, r.chosen) for r in first] == [(r.text, r.chosen) for r in again]
+    assert {r.chosen for r in first} <= set(final.options)
+    assert len({r.text for r in first}) > 1  # the free part was sampled
+
+
+def test_multi_token_options_are_picked_token_by_token(backend, model) -> None:
+    """An option that begins another (" yes" / " yes please"): the pick is always a whole option,
+    ended by EOS where a longer one could go on; ids and logprobs are a plain forward pass's."""
+    from graphs.policies.final_line import FinalChoice
+
+    final = FinalChoice("Answer:", (" yes", " yes please", " no way"))
+    for seed in range(4):
+        sampling = SamplingParams(temperature=2.0, max_new_tokens=6, seed=seed)
+        result = asyncio.run(backend.generate(final_request(PROMPTS[seed % 4], final, sampling)))
+        assert result.chosen in final.options
+        assert result.text.endswith(final.marker + result.chosen)
+        assert result.completion_token_ids == backend.tokenizer(result.text, add_special_tokens=False)["input_ids"]
+        plain = plain_forward_logprobs(model, result.prompt_token_ids, result.completion_token_ids)
+        assert result.logprobs == pytest.approx(plain, abs=1e-4)
+
+
+def test_a_request_cannot_have_both_a_choice_and_a_final_line() -> None:
+    from graphs.policies.base import Choice
+
+    with pytest.raises(ValueError, match="either a choice"):
+        GenerationRequest(PROMPTS[0], final=verdict_final(), choice=Choice(("a", "b")))

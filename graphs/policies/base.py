@@ -8,7 +8,10 @@ it. It is async so that many running episodes can await it at once; a backend th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from graphs.policies.final_line import FinalChoice
 
 Message = dict[str, str]
 """An OpenAI-style chat message: {"role": "system" | "user" | "assistant", "content": str}."""
@@ -53,7 +56,10 @@ class Choice:
     likely one at temperature 0, else one drawn by its probability at the request's temperature
     (with its seed). ``max_new_tokens``, ``top_p`` and ``stop`` do not apply. The result's text,
     token ids and logprobs cover prefix and option, so a training row built from it is the
-    sequence the model was scored on.
+    sequence the model was scored on. An option's probability is that of its whole token
+    sequence (in-process, ``choice.py``); vLLM's guided choice picks token by token, as a
+    request's ``final`` line does in-process (``final_decode.py``): the two agree when the
+    options differ in one token.
     """
 
     options: tuple[str, ...]
@@ -78,6 +84,17 @@ class GenerationRequest:
     """Name of a loaded LoRA adapter (immutable ``role@vN``), or None for the base model."""
     choice: Choice | None = None
     """Constrain the response to ``choice.prefix`` + one of ``choice.options`` (see Choice)."""
+    final: FinalChoice | None = None
+    """Free text (with ``sampling``), then a final line: the marker and one of the options,
+    chosen by constrained decoding (see ``final_line``). ``chosen`` is set on the result, unless
+    the backend cannot constrain (then the result is the free text)."""
+
+    def __post_init__(self) -> None:
+        if self.choice is not None and self.final is not None:
+            raise ValueError(
+                "a request has either a choice (the whole response is constrained) or a final line "
+                "(free text, then a constrained line), not both"
+            )
 
 
 @dataclass(frozen=True)

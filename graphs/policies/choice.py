@@ -10,6 +10,9 @@ best score; sampling draws an option with probability softmax(score / temperatur
 
 The prefix and option are tokenized together, as the model would have written them (" correct"
 after "Verdict:" is one token, not a space and a word).
+
+A final line after free text (``GenerationRequest.final``) does not come here in-process: it
+continues the free text's own decode row (``final_decode.py``), with no second prefill.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def score_options(
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep, **extra)
     logits = out.logits
     logprobs = torch.log_softmax(logits.float(), dim=-1)
-    shared = _shared_length(completions)
+    shared = shared_length(completions)
     scored = []
     for i, completion in enumerate(completions):
         start = longest - len(completion)  # logits index predicting the completion's first token
@@ -114,7 +117,7 @@ def choose(
     )
 
 
-def _shared_length(completions: list[list[int]]) -> int:
+def shared_length(completions: list[list[int]]) -> int:
     """Number of leading tokens every completion has in common, less one when an option's
     tokens begin another's (each option keeps at least one scored token; what follows an
     option is not scored, as in vLLM's token-by-token guided choice)."""

@@ -10,6 +10,10 @@ left, so the cache is as wide as its longest row, however long the batch has bee
 
 Merging and dropping rows copy the whole cache, as every step of ``DynamicCache`` already does
 (it grows each layer by concatenation).
+
+A row with a final line (``Row.final``) switches from free decoding to forced tokens and then
+to an option (``graphs.policies.final_decode``) within the batch; the cache columns of the
+free tokens it drops are masked, never removed, so the other rows are not touched.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from transformers import DynamicCache, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
 from graphs.policies.base import GenerationRequest, SamplingParams
+from graphs.policies.final_decode import FinalLineState
 from graphs.policies.sampling import Sampler
 
 CANCELLED = "cancelled"
@@ -45,6 +50,8 @@ class Row:
     stopped_by_string: bool = False
     delivered: bool = False
     """Set by the caller once it has handed the finished row over."""
+    final: FinalLineState | None = None
+    """For a request with a final line: where the row is in it."""
 
     @property
     def params(self) -> SamplingParams:
@@ -59,24 +66,55 @@ Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, DynamicCache, list
 """(input_ids, attention_mask, position_ids, cache, rows) -> the last position's logits per row."""
 
 
+def completion_text(tokenizer: PreTrainedTokenizerBase, row: Row) -> str:
+    """The text of a row's tokens, cut before the stop string that ended it (as vLLM does)."""
+    text = tokenizer.decode(row.ids, skip_special_tokens=True)
+    if row.stopped_by_string:
+        cuts = [text.find(s) for s in row.params.stop if s in text]
+        if cuts:
+            text = text[: min(cuts)]
+    return text
+
+
 class Endings:
-    """Decides when a row is finished: an EOS token, a stop string, or max_new_tokens."""
+    """Decides when a row is finished: an EOS token, a stop string, or max_new_tokens; for a
+    row with a final line, these (and the marker's first word) end its free part instead."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, eos_ids: set[int]) -> None:
         self._tokenizer = tokenizer
-        self._eos_ids = eos_ids
+        self.eos_ids = eos_ids
 
     def advance(self, row: Row, token: int, logprob: float) -> None:
-        if token in self._eos_ids:
-            row.finish = "stop"
+        line = row.final
+        if line is not None and not line.free:
+            if token not in self.eos_ids:
+                row.ids.append(token)
+                row.logprobs.append(logprob)
+            if line.take(token, self.eos_ids):
+                row.finish = "stop"
+            return
+        if token in self.eos_ids:
+            self._end(row, "stop")
             return
         row.ids.append(token)
         row.logprobs.append(logprob)
         if row.params.stop and self._hits_stop(row):
-            row.finish = "stop"
             row.stopped_by_string = True
+            self._end(row, "stop")
+        elif line is not None and line.marker_in(self._tail(row, line.window)):
+            self._end(row, "stop")
         elif len(row.ids) >= row.params.max_new_tokens:
-            row.finish = "length"
+            self._end(row, "length")
+
+    def _end(self, row: Row, finish: str) -> None:
+        """Finish the row, or end the free part of a row with a final line (its forced part
+        begins: the tokens it drops are cut from ``ids`` here and from the cache by the batch)."""
+        if row.final is None:
+            row.finish = finish
+            return
+        keep = row.final.start(self._tokenizer, row.ids, completion_text(self._tokenizer, row))
+        del row.ids[keep:], row.logprobs[keep:]
+        row.stopped_by_string = False
 
     def _hits_stop(self, row: Row) -> bool:
         """Whether the newest token completed a stop string.
@@ -84,9 +122,11 @@ class Endings:
         Only the tail is decoded: a stop string of n characters spans at most 4n tokens (a
         character is at most 4 byte-level tokens), and it is checked after every token.
         """
-        window = 4 * max(len(s) for s in row.params.stop) + 2
-        tail = self._tokenizer.decode(row.ids[-window:], skip_special_tokens=True)
+        tail = self._tail(row, 4 * max(len(s) for s in row.params.stop) + 2)
         return any(s in tail for s in row.params.stop)
+
+    def _tail(self, row: Row, window: int) -> str:
+        return self._tokenizer.decode(row.ids[-window:], skip_special_tokens=True)
 
 
 class DecodeBatch:
@@ -157,11 +197,37 @@ class DecodeBatch:
         self._choose(logits, endings)
 
     def _choose(self, logits: torch.Tensor, endings: Endings) -> None:
-        tokens, logprobs = self.sampler(logits)
-        for row, token, logprob in zip(self.rows, tokens.tolist(), logprobs.tolist(), strict=True):
-            if not row.finish:
-                endings.advance(row, token, logprob)
+        forced: dict[int, int] = {}
+        allowed: dict[int, list[int]] = {}
+        for i, row in enumerate(self.rows):
+            line = row.final
+            if line is None or line.free or row.finish:
+                continue
+            if line.forced:
+                forced[i] = line.forced[0]
+            else:
+                allowed[i] = line.allowed(endings.eos_ids)
+        tokens, logprobs = self.sampler(logits, forced, allowed)
+        for i, (row, token, logprob) in enumerate(zip(self.rows, tokens.tolist(), logprobs.tolist(), strict=True)):
+            if row.finish:
+                continue
+            endings.advance(row, token, logprob)
+            if row.final is not None and row.final.rewind:
+                row.final.rewind = False
+                tokens[i] = self._rewind(i, row)
         self.tokens = tokens
+
+    def _rewind(self, index: int, row: Row) -> int:
+        """Make the row's last kept token its next one: mask the cache columns from its
+        position on (it is fed again, so that its logits score what follows); returns it."""
+        sequence = row.prompt_ids + row.ids
+        position = len(sequence) - 1
+        columns = self.mask[index].nonzero().squeeze(-1)
+        self.mask[index, columns[position:]] = 0
+        lengths = self.lengths.clone()
+        lengths[index] = position
+        self.lengths = lengths
+        return sequence[position]
 
     def keep(self, indexes: list[int]) -> None:
         """Keep only the rows at ``indexes``, and only the cache columns they use."""

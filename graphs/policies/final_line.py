@@ -2,10 +2,18 @@
 
 The model first writes freely, with its own sampling settings, exactly as without the final
 line. Its text is cut where it starts the line itself (the marker's first word, any case: what
-follows is its own, unconstrained verdict), then the backend appends the marker and picks one
-of the options with a choice request (``base.Choice``) whose prefix is the text kept. One
-result comes back: text, token ids and logprobs of the whole response, as the choice request
-scored them (the free part is re-scored, not re-sampled).
+follows is its own, unconstrained verdict), then the marker is appended and one of the options
+is picked by constrained decoding. One result comes back: text, token ids and logprobs of the
+whole response (kept text + marker + option), with ``chosen`` set.
+
+A request carries the final line in ``GenerationRequest.final``; each backend serves it:
+
+- the in-process backend in one row of its decode loop: the marker and the option continue
+  the row's own decoding, with no second prefill (``graphs.policies.final_decode``);
+- the scripted and OpenAI-compatible backends with two requests (``generate_in_two_requests``):
+  the free text, then a choice request (``base.Choice``) whose prefix is the text kept and the
+  marker, which re-scores the free part. vLLM cannot express the cut at the marker in one
+  guided request, so it keeps this path.
 
 A backend that cannot constrain (``ChoiceUnsupportedError``: a plain OpenAI-compatible API)
 gives the free text as it was written, with ``chosen`` None: the caller parses it as before.
@@ -50,6 +58,10 @@ class FinalChoice:
         found = re.search(re.escape(word), text, re.IGNORECASE)
         return (text if found is None else text[: found.start()]).rstrip(_TRAILING)
 
+    def prefix(self, body: str) -> str:
+        """What precedes the option: the kept text, a new line and the marker."""
+        return f"{body}\n{self.marker}" if body else self.marker
+
     def record(self, result: GenerationResult) -> dict[str, object]:
         """What a turn stores about its final line."""
         return {
@@ -64,11 +76,19 @@ async def generate_with_final_choice(
     backend: Backend, request: GenerationRequest, final: FinalChoice
 ) -> GenerationResult:
     """Free text, then ``final.marker`` and one of ``final.options`` chosen by the backend."""
-    free = await backend.generate(request)
-    body = final.body(free.text)
-    prefix = f"{body}\n{final.marker}" if body else final.marker
+    return await backend.generate(replace(request, final=final))
+
+
+async def generate_in_two_requests(backend: Backend, request: GenerationRequest) -> GenerationResult:
+    """Serve ``request.final`` with two plain requests to ``backend``: the free text, then a
+    choice request after the text kept (for backends that cannot continue a row)."""
+    final = request.final
+    assert final is not None
+    free = await backend.generate(replace(request, final=None))
     try:
-        chosen = await backend.generate(replace(request, choice=Choice(final.options, prefix)))
+        chosen = await backend.generate(
+            replace(request, final=None, choice=Choice(final.options, final.prefix(final.body(free.text))))
+        )
     except ChoiceUnsupportedError:
         return free
     return replace(chosen, latency_s=free.latency_s + chosen.latency_s)

@@ -13,6 +13,12 @@ adapter: requests for different adapters and for the base model share one forwar
 through PEFT's mixed-adapter batches, and a batch of a single adapter (or of the base model
 alone) runs PEFT's plain, faster path (``graphs.policies.adapter_switch``).
 
+A request with a final line (``GenerationRequest.final``: a critique, then "Verdict:" and one
+of the options) is one row: once its free part ends, the marker's tokens are fed and the
+option picked in later steps of the same batch (``graphs.policies.final_decode``), with no
+second prefill. A pure choice request (``GenerationRequest.choice``) is one forward pass of its
+own (``graphs.policies.choice``).
+
 Adapter loading and unloading run on the worker thread between batches, so they are
 serialised with generation: requests queued before an unload are served by the adapter, and
 no request queued after a load or unload joins the batch running before it.
@@ -43,8 +49,9 @@ from graphs.policies.base import (
     UnknownAdapterError,
 )
 from graphs.policies.adapter_switch import BASE_ADAPTER, AdapterSwitch
-from graphs.policies.choice import choose
-from graphs.policies.decoding import CANCELLED, DecodeBatch, Endings, Forward, Row
+from graphs.policies.choice import choose, option_token_ids
+from graphs.policies.decoding import CANCELLED, DecodeBatch, Endings, Forward, Row, completion_text
+from graphs.policies.final_decode import FinalLineState
 from graphs.policies.lora_merge import AdapterMerger
 from graphs.policies.models import load_model
 
@@ -82,6 +89,11 @@ class BackendStats:
     """Rows in each forward pass, summed (finished rows not yet dropped included)."""
     generated_tokens: int = 0
     """Completion tokens returned to callers (EOS tokens are not counted)."""
+    prefill_tokens: int = 0
+    """Tokens run through prefill passes (padding not counted), those of choice requests included."""
+    choice_passes: int = 0
+    """Forward passes of choice requests (``choice.py``: one each, a row per option). A final
+    line (``GenerationRequest.final``) needs none: it continues its row of the decode loop."""
 
     @property
     def mean_batch_size(self) -> float:
@@ -263,7 +275,7 @@ class InProcessBackend:
         try:
             switch.prepare({request.adapter})
             with torch.inference_mode():
-                return choose(
+                result = choose(
                     self._model,
                     self._tokenizer,
                     request.messages,
@@ -279,6 +291,11 @@ class InProcessBackend:
             ) from exc
         finally:
             switch.release()
+        self.stats.choice_passes += 1
+        self.stats.prefill_tokens += len(result.prompt_token_ids) * len(request.choice.options) + sum(
+            len(ids) for ids in option_token_ids(self._tokenizer, request.choice)
+        )
+        return result
 
     # ------------------------------------------------------------------------- event-loop side
 
@@ -426,22 +443,20 @@ class InProcessBackend:
                 f"could not apply {self.model_name}'s chat template to the request's messages: {exc} "
                 f"(the backend serves chat requests: use a chat/instruct model)"
             ) from exc
-        return Row(request, list(encoded["input_ids"]), owner=pending)
+        final = FinalLineState(request.final) if request.final is not None else None
+        return Row(request, list(encoded["input_ids"]), owner=pending, final=final)
 
     def _result(self, row: Row) -> GenerationResult:
-        text = self._tokenizer.decode(row.ids, skip_special_tokens=True)
-        if row.stopped_by_string:
-            cuts = [text.find(s) for s in row.params.stop if s in text]
-            if cuts:
-                text = text[: min(cuts)]
+        line = row.final
         return GenerationResult(
-            text=text,
+            text=completion_text(self._tokenizer, row) if line is None else line.text,
             prompt_token_ids=row.prompt_ids,
             completion_token_ids=row.ids,
             logprobs=row.logprobs,
             finish_reason=row.finish,
             served_by=row.adapter or self.model_name,
             latency_s=time.perf_counter() - row.owner.submitted,
+            chosen=None if line is None else line.chosen,
         )
 
     # ------------------------------------------------------------------------------- decoding
@@ -513,6 +528,7 @@ class InProcessBackend:
         self.stats.batches += 1
         self.stats.decode_steps += 1
         self.stats.row_steps += len(rows)
+        self.stats.prefill_tokens += sum(len(r.prompt_ids) for r in rows)
         return batch
 
     def _settle(self, running: _Running) -> _Running | None:

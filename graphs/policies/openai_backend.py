@@ -11,6 +11,10 @@ Transient failures (connection refused or reset, timeouts, 429, 5xx) are retried
 exponential backoff, by default for about a minute: long enough for a restarted server to come
 back. A restarted server has forgotten the adapters loaded at runtime, so an adapter this
 backend loaded is loaded again from its path when the server says it does not know it.
+
+A request with a final line (``request.final``) is two requests, the free text and then a
+guided choice (``final_line.generate_in_two_requests``): one guided vLLM request cannot cut
+the free text at the marker the model writes. A plain API answers the free text alone.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from graphs.policies.base import (
     GenerationResult,
     UnknownAdapterError,
 )
+from graphs.policies.final_line import generate_in_two_requests
 from storage.redact import redact, register_secret
 
 T = TypeVar("T")
@@ -131,6 +136,8 @@ class OpenAIBackend:
     # ----------------------------------------------------------------------------- generation
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
+        if request.final is not None:
+            return await generate_in_two_requests(self, request)
         started = time.perf_counter()
         model = request.adapter or self.model_name
         if request.choice is not None and not self.vllm:

@@ -50,13 +50,34 @@ class Sampler:
         self.generators = self.generators + other.generators
         self._index()
 
-    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Next tokens and their log-probabilities under the raw logits (before temperature)."""
+    def __call__(
+        self,
+        logits: torch.Tensor,
+        forced: dict[int, int] | None = None,
+        allowed: dict[int, list[int]] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Next tokens and their log-probabilities under the raw logits (before temperature).
+        ``forced``: rows whose next token is given; ``allowed``: rows whose next token is picked
+        among these ids only (the likeliest, or drawn at the row's temperature; no top_p)."""
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         tokens = logprobs.argmax(dim=-1)
         if self.sampled:
             tokens[self.sampled_index] = self._sample(logprobs[self.sampled_index])
+        for i, ids in (allowed or {}).items():
+            tokens[i] = self._pick(i, logprobs[i], ids)
+        for i, token in (forced or {}).items():
+            tokens[i] = token
         return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)
+
+    def _pick(self, row: int, logprobs: torch.Tensor, ids: list[int]) -> int:
+        index = torch.tensor(ids, dtype=torch.long, device=logprobs.device)
+        candidates = logprobs[index]
+        temperature = self.params[row].temperature
+        if temperature == 0:
+            return ids[int(candidates.argmax())]
+        probs = torch.softmax(candidates / max(temperature, 1e-5), dim=-1)
+        uniform = torch.empty_like(probs).uniform_(generator=self.generators[row])
+        return ids[int(probs.div_(uniform.log_().neg_()).argmax())]
 
     def _sample(self, logprobs: torch.Tensor) -> torch.Tensor:
         probs = torch.softmax(logprobs / self.temperature.clamp(min=1e-5)[:, None], dim=-1)  # tiny T: no inf

@@ -2,7 +2,10 @@
 
 A bot is a plain callable ``(messages, request) -> str``. It may raise BackendError to inject
 a model failure. A choice request (``request.choice``) calls the bot too, and its reply must
-name one of the options (``named_option``): the result is the prefix followed by it. Token
+name one of the options (``named_option``): the result is the prefix followed by it. A request
+with a final line (``request.final``) is served as two requests, the free text and then a
+choice (``final_line.generate_in_two_requests``), so a subclass that refuses choice requests
+acts as a backend that cannot constrain. Token
 ids are the UTF-8 bytes of the text (the prompt rendered as
 "role: content" lines) and every logprob is 0.0: they give results the shape of a real
 backend's, but they are not any real tokenizer's ids and must not be trained on.
@@ -25,6 +28,7 @@ from graphs.policies.base import (
     Message,
     UnknownAdapterError,
 )
+from graphs.policies.final_line import generate_in_two_requests
 
 Bot = Callable[[list[Message], GenerationRequest], str]
 """Turns the conversation (and the full request, for its adapter or sampling) into a reply."""
@@ -95,6 +99,8 @@ class ScriptedBackend:
             raise UnknownAdapterError(
                 f"adapter {request.adapter!r} is not loaded on {self.model_name}; loaded: {self.adapters()}"
             )
+        if request.final is not None:
+            return await generate_in_two_requests(self, request)
         text = self._bot(request.messages, request)
         chosen = None
         if request.choice is not None:
