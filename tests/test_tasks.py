@@ -254,3 +254,20 @@ def test_hf_load_failure_says_it_may_be_offline(monkeypatch: pytest.MonkeyPatch)
         load_tasks("hf:x/y", n=3, seed=0)
     with pytest.raises(TaskSourceError, match="name a dataset"):
         load_tasks("hf:", n=3, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"question": "q", "answer": "#### 1"}\n\xff\xfebinary\n',
+         r"^tasks\.jsonl:2: not UTF-8 text \(byte 0xff at column 1\); a task file is UTF-8 text"),
+        (b'{"question": "caf\xe9", "answer": "#### 1"}\n',  # Latin-1, not UTF-8
+         r"^tasks\.jsonl:1: not UTF-8 text \(byte 0xe9 at column 18\)"),
+        (b"\x1f\x8b\x08\x00\x00\x00", r"^tasks\.jsonl:1: .*the file is gzip-compressed: decompress"),
+        (b"PAR1\x15\x04\x15\xa0", r"^tasks\.jsonl:1: .*the file is a Parquet file"),
+    ],
+)
+def test_a_binary_or_non_utf8_file_names_the_file_line_and_byte(tmp_path: Path, content: bytes, message: str) -> None:
+    (tmp_path / "tasks.jsonl").write_bytes(content)
+    with pytest.raises(TaskSourceError, match=message):
+        load_tasks(str(tmp_path / "tasks.jsonl"), n=None, seed=0)

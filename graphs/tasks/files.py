@@ -57,16 +57,34 @@ def detect_format(row: dict[str, Any], where: str) -> RowFormat:
     )
 
 
+_BINARY_KINDS = {b"\x1f\x8b": "gzip-compressed", b"PK\x03\x04": "a zip archive", b"PAR1": "a Parquet file"}
+"""Magic numbers of files people pass for JSONL, for the error's hint."""
+
+
 def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            where = f"{path.name}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TaskSourceError(f"{where}: {_not_text(raw, exc, number)}") from None
             if not line.strip():
                 continue
-            where = f"{path.name}:{number}"
             try:
                 yield where, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise TaskSourceError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+
+
+def _not_text(raw: bytes, exc: UnicodeDecodeError, number: int) -> str:
+    """Why a line is no UTF-8 text, with what the file seems to be instead."""
+    column = len(raw[: exc.start].decode("utf-8", errors="replace")) + 1
+    kind = next((name for magic, name in _BINARY_KINDS.items() if number == 1 and raw.startswith(magic)), None)
+    what = f"the file is {kind}: decompress or convert it to JSONL first" if kind else (
+        "a task file is UTF-8 text, one JSON object per line (a binary file, or text in another encoding: "
+        "convert it with iconv -t utf-8)")
+    return f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {column}); {what}"
 
 
 def _text(row: dict[str, Any], key: str, where: str, row_format: str) -> str:
