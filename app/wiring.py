@@ -34,13 +34,13 @@ class SeatSpecError(ValueError):
 
 def parse_seat_specs(game: GameSpec, specs: list[str], defaults: Mapping[str, str] | None = None) -> dict[str, str]:
     """Each seat's spec: the user's ``--seat`` choice, else ``defaults`` (the SPARRING_SEATS
-    setting unless given; seats the game lacks are ignored there, as the setting serves every
-    game), else the seat's default."""
+    setting unless given; seats the game lacks or that take no policy are ignored there, as the
+    setting serves every game), else the seat's default."""
     chosen = {s.name: s.default_policy for s in game.seats}
     if defaults is None:
         defaults = load_settings().seats
     for seat, spec in defaults.items():
-        if seat in chosen:
+        if seat in chosen and game.seat(seat).takes_policy:
             chosen[seat] = _checked(game, seat, spec, f"SPARRING_SEATS {seat!r}")
     for item in specs:
         seat, sep, spec = item.partition("=")
@@ -57,6 +57,11 @@ def parse_seat_specs(game: GameSpec, specs: list[str], defaults: Mapping[str, st
 def _checked(game: GameSpec, seat: str, spec: str, where: str) -> str:
     if spec == "verifier" and game.seat(seat).kind != "judge":
         raise SeatSpecError(f"{where}: only judge seats can be 'verifier'")
+    if spec != "verifier" and not game.seat(seat).takes_policy:
+        raise SeatSpecError(
+            f"{where}: the {seat} seat of {game.name} is a rule verifier (it checks the ground truth and makes "
+            f"no model call), so it cannot take a policy; leave --seat {seat}=... out"
+        )
     if spec not in ("model", "verifier") and not spec.startswith(("scripted:", "model:", "openai:")):
         raise SeatSpecError(f"{where}: unknown policy {spec!r}. {SEAT_SPEC_DETAILS}")
     if spec.startswith("scripted:") and spec.removeprefix("scripted:") not in BOTS:

@@ -23,3 +23,6 @@ class Seat:
     default_policy: str = "model"
     """What fills the seat when the user names nothing: "model" (the configured base model)
     or "verifier" (a judge that checks the ground truth and makes no model call)."""
+    takes_policy: bool = True
+    """False for a judge that is only a rule verifier: its game never calls a policy for it,
+    so a policy given to it would be recorded for the seat without ever judging."""

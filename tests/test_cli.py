@@ -272,3 +272,42 @@ def test_adapters_show_of_a_version_that_does_not_exist(db):
 def test_train_points_at_deploy_not_at_promote():
     help_text = " ".join(invoke("train", "--help").output.split())
     assert "sparring deploy ROLE" in help_text and "adapters promote" not in help_text
+
+
+@pytest.mark.parametrize("timeout", ["-5", "0", "nan"])
+def test_play_refuses_a_timeout_that_is_not_positive(db, timeout):
+    result = invoke("play", "math-reflection", "-n", "1", "--timeout", timeout, *SCRIPTED)
+    assert result.exit_code == 2
+    assert "--timeout must be a positive number of seconds" in words(result)
+    assert json.loads(invoke("episodes", "list", "--format", "json").stdout) == []  # nothing was played
+
+
+def test_a_rule_verifier_judge_refuses_a_policy(db, monkeypatch):
+    result = invoke("play", "math-reflection", "-n", "1", "--seat", "judge=scripted:echo", *SCRIPTED)
+    assert result.exit_code == 2
+    assert ("the judge seat of math-reflection is a rule verifier (it checks the ground truth and makes no model "
+            "call), so it cannot take a policy") in words(result)
+    assert invoke("play", "math-reflection", "-n", "1", "--turns", "1", "--seat", "judge=verifier",
+                  *SCRIPTED).exit_code == 0
+    # SPARRING_SEATS serves every game: debate's judge takes its policy, math-reflection's keeps its verifier
+    monkeypatch.setenv("SPARRING_SEATS", '{"judge": "scripted:always-correct"}')
+    played = invoke("play", "math-reflection", "-n", "1", "--turns", "1", "--format", "json", *SCRIPTED)
+    assert played.exit_code == 0, played.output
+    run_id = json.loads(played.stdout.strip().splitlines()[-1])[0]["run_id"]
+    [row] = json.loads(invoke("episodes", "list", "--run", run_id, "--format", "json").stdout)
+    assert json.loads(invoke("episodes", "show", row["id"], "--format", "json").stdout)["seats"]["judge"] == "verifier"
+
+
+def test_a_task_file_shorter_than_n_says_so_and_plays_what_it_has(db, tmp_path):
+    tasks = tmp_path / "three.jsonl"
+    tasks.write_text("".join(json.dumps({"question": f"{a}+1?", "answer": f"#### {a + 1}"}) + "\n" for a in range(3)))
+    result = invoke("play", "math-reflection", "-n", "10", "--turns", "1", "--format", "json", "--tasks",
+                    str(tasks), *SCRIPTED)
+    assert result.exit_code == 0, result.output
+    assert "has only 3 task(s): playing 3 episode(s), not the 10 asked for (-n)" in words(result)
+    assert json.loads(result.stdout.strip().splitlines()[-1])[0]["episodes"] == 3
+    sampled = invoke("play", "math-reflection", "-n", "10", "--samples", "2", "--turns", "1", "--tasks", str(tasks),
+                     *SCRIPTED)
+    assert "has only 3 task(s): playing 6 episode(s) (2 per task), not the 10 asked for (-n)" in words(sampled)
+    enough = invoke("play", "math-reflection", "-n", "3", "--turns", "1", "--tasks", str(tasks), *SCRIPTED)
+    assert enough.exit_code == 0 and "has only" not in enough.output

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import (
@@ -69,7 +70,10 @@ def play(
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0 = greedy).")] = 0.7,
     top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling mass.")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens a model turn may generate.")] = 160,
-    timeout: Annotated[float | None, typer.Option(help="Seconds before an episode is marked timeout.")] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds (> 0) before an episode is marked timeout; default none.", show_default=False),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for task choice and sampling (default: settings).")] = None,
     workers: Annotated[
         int,
@@ -98,6 +102,8 @@ def play(
     from graphs.tasks import default_split, load_tasks
     from graphs.tasks.base import TaskSourceError
 
+    if timeout is not None and not timeout > 0:
+        fail(f"--timeout must be a positive number of seconds, got {timeout:g}; leave it out for no time limit")
     settings = settings_or_exit(database_url=db, seed=seed)
     try:
         spec = get_game(game)
@@ -111,6 +117,10 @@ def play(
     if not task_list:
         fail(f"task source {tasks!r} gave no tasks")
     task_list = [t for t in task_list for _ in range(samples)][:episodes]
+    if len(task_list) < episodes:
+        per_task = f" ({samples} per task)" if samples > 1 else ""
+        err.print(f"[yellow]{escape(tasks)} has only {len(task_list) // samples} task(s): playing {len(task_list)} "
+                  f"episode(s){per_task}, not the {episodes} asked for (-n)[/]", highlight=False)
 
     from app.playing import PlayJob
     from storage.recorder import mark_orphans

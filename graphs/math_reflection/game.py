@@ -17,7 +17,8 @@ from graphs.tasks.base import Task
 SEATS = (
     Seat("actor", SeatKind.LEARNER, "Solves the problem, then refines its answer from the critique."),
     Seat("critic", SeatKind.LEARNER, "Reviews each answer and says 'Verdict: correct' or 'Verdict: incorrect'."),
-    Seat("judge", SeatKind.JUDGE, "Checks each answer against the ground truth (no model call).", "verifier"),
+    Seat("judge", SeatKind.JUDGE, "Checks each answer against the ground truth (no model call).", "verifier",
+         takes_policy=False),
 )
 
 
