@@ -149,7 +149,7 @@ class PolicyFactory:
         record = get_version(self.engine, choice) if choice else active_version(self.engine, seat)
         if record is None:
             return None
-        verify_folder(record.path, base_model=self.settings.model)
+        verify_folder(record.path, base_model=self.settings.model, status=record.status)
         backend = self.model_backend()
         if record.name not in backend.adapters():
             await backend.load_adapter(record.name, str(record.path))

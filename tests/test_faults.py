@@ -28,6 +28,7 @@ from storage.recorder import Recorder
 from storage.rows import UNSTORED_STAGE
 from storage.storable import REPLACED_KEY, REPLACEMENT
 from tiny_model import save_random_lora, save_tiny_model
+from training.adapter_files import AdapterFolderError, verify_folder
 from training.jobs import STALE_JOB_ERROR
 from training.registry import AdapterRecord, publish
 
@@ -162,7 +163,8 @@ def test_a_broken_candidate_neither_blocks_deploys_nor_prints_a_traceback(tiny_e
     message = " ".join(broken.output.split("error: ", 1)[1].split())  # one message, wrapped at 80 columns
     assert "Traceback" not in broken.output
     assert message.startswith(f"cannot deploy {older.name}: adapter {older.name}: adapter_model.safetensors")
-    assert message.endswith(f"`sparring adapters reject {older.name}`"), message
+    assert message.rstrip(".").endswith(f"`sparring adapters reject {older.name}`"), message
+    assert "rollback" not in message and message.count("adapters reject") == 1  # a candidate is set aside
 
     newest = runner.invoke(app, deploy)  # the newest candidate, not the broken older one
     assert newest.exit_code == 0, newest.output
@@ -176,6 +178,25 @@ def test_a_broken_candidate_neither_blocks_deploys_nor_prints_a_traceback(tiny_e
     assert again.exit_code == 2 and "rejected → rejected is not allowed" in again.output
     nothing = runner.invoke(app, deploy)
     assert nothing.exit_code == 2 and "no candidate version" in nothing.output
+
+
+@pytest.mark.parametrize(("status", "advice"), [
+    ("candidate", ["set the candidate aside: `sparring adapters reject actor@v1`"]),
+    ("active", ["go back to the previous version: `sparring adapters rollback actor`"]),
+    (None, ["if it is a candidate, set the candidate aside: `sparring adapters reject actor@v1`",
+            "if it is the active version, go back to the previous version: `sparring adapters rollback actor`"]),
+    ("retired", []),
+])
+def test_a_broken_folder_is_given_the_advice_of_its_status(tiny_env: Path, status: str | None, advice: list[str]):
+    [published] = _publish_candidates(tiny_env, 1)
+    (published.path / "adapter_model.safetensors").write_bytes(b"truncated")
+    with pytest.raises(AdapterFolderError) as raised:
+        verify_folder(published.path, base_model=published.base_model, status=status)
+    message = str(raised.value)
+    assert f"Restore {published.path} from a backup" in message
+    for fix in advice:
+        assert fix in message
+    assert message.count("sparring adapters") == len(advice)
 
 
 # --- a killed train ------------------------------------------------------------------------

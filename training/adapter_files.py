@@ -145,17 +145,17 @@ def highest_version_on_disk(adapters_root: Path, role: str) -> int:
     return max(versions)
 
 
-def verify_folder(path: Path, *, base_model: str) -> None:
+def verify_folder(path: Path, *, base_model: str, status: str | None = None) -> None:
     """Check that a published adapter folder is still there and unchanged: every file listed
     in its SHA256SUMS has that checksum, and it is a LoRA adapter for ``base_model``.
 
-    Raises AdapterFolderError naming the version and how to recover.
+    Raises AdapterFolderError naming the version and how to recover, which depends on the
+    version's registry ``status``: a candidate is set aside (``adapters reject``), the active
+    version is rolled back from (``adapters rollback``); both are offered when it is not given.
     """
     match = NAME_PATTERN.fullmatch(path.name)
     label = f"adapter {path.name}" if match else f"adapter folder {path}"
-    fix = f"Restore {path} from a backup" + (
-        f", or go back to the previous version: `sparring adapters rollback {match['role']}`." if match else "."
-    )
+    fix = f"Restore {path} from a backup" + (_other_fix(path.name, match["role"], status) if match else "") + "."
     if not path.is_dir():
         raise AdapterFolderError(f"{label}: the folder {path} is missing (deleted or moved after publishing). {fix}")
     for name, digest in _read_checksums(path, label=label, fix=fix).items():
@@ -168,6 +168,18 @@ def verify_folder(path: Path, *, base_model: str) -> None:
                 f"truncated, overwritten or corrupted). {fix}"
             )
     _check_adapter(path, base_model=base_model, label=label, fix=fix)
+
+
+def _other_fix(name: str, role: str, status: str | None) -> str:
+    reject = f"set the candidate aside: `sparring adapters reject {name}`"
+    rollback = f"go back to the previous version: `sparring adapters rollback {role}`"
+    if status == "candidate":
+        return f", or {reject}"
+    if status == "active":
+        return f", or {rollback}"
+    if status is None:
+        return f"; if it is a candidate, {reject}; if it is the active version, {rollback}"
+    return ""  # retired or rejected: nothing plays it unless asked for by name
 
 
 def _check_adapter(folder: Path, *, base_model: str, label: str, fix: str) -> None:

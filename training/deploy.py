@@ -125,7 +125,7 @@ async def gate_and_deploy(
         raise GateError(str(exc)) from exc
     if role not in live():
         raise GateError(f"role {role!r} has no seat in game {evaluate.game.name!r}")
-    verify_folder(candidate.path, base_model=candidate.base_model)
+    verify_folder(candidate.path, base_model=candidate.base_model, status=candidate.status)
     active = active_version(engine, role)
     if candidate.name not in backend.adapters():
         await backend.load_adapter(candidate.name, str(candidate.path))

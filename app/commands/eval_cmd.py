@@ -108,7 +108,7 @@ def _check_adapters(engine: Engine, settings: Settings, sets: list[dict[str, str
             try:
                 record = get_version(engine, choice) if choice else active_version(engine, seat)
                 if record is not None:
-                    verify_folder(record.path, base_model=settings.model)
+                    verify_folder(record.path, base_model=settings.model, status=record.status)
             except RegistryError as exc:
                 fail(f"--seat {seat}={spec}: {exc}. See `sparring adapters list`, or use {seat}=model:base")
             except AdapterFolderError as exc:

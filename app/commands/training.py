@@ -437,7 +437,9 @@ def deploy(
     except KeyboardInterrupt as exc:
         err.print(f"interrupted while deploying {chosen.name}; `sparring adapters list` shows its status")
         raise typer.Exit(exit_code(exc)) from None
-    except (AdapterFolderError, BackendError) as exc:
+    except AdapterFolderError as exc:  # its message says how to recover: restore or reject the candidate
+        fail(f"cannot deploy {chosen.name}: {one_line(exc)}", code=1)
+    except BackendError as exc:
         fail(f"cannot deploy {chosen.name}: {one_line(exc)} To set this candidate aside (deploy then takes the "
              f"newest other one): `sparring adapters reject {chosen.name}`", code=1)
     row = {
