@@ -546,10 +546,11 @@ def test_a_judge_backend_error_propagates_with_the_judge_as_stage() -> None:
 
 def test_every_critic_turn_of_a_tiny_in_process_model_has_a_verdict() -> None:
     """A random 2-layer model writes no readable verdict on its own; the constrained line gives
-    every critique one, and its token ids and logprobs cover the whole response."""
+    every critique one, and its token ids and logprobs cover the whole response. Each turn is
+    one request with one prefill: the verdict continues the critique's own decoding."""
     tokenizer = tiny_tokenizer()
     backend = InProcessBackend(tiny_model(tokenizer), tokenizer, model_name="tiny")
-    critics = []
+    critics, turns = [], []
     try:
         for seed, temperature in ((1, 0.0), (2, 1.0), (3, 1.0)):
             options = REFLECTION.make_options({"turns": 2})
@@ -557,10 +558,15 @@ def test_every_critic_turn_of_a_tiny_in_process_model_has_a_verdict() -> None:
             episode.ctx.seed = seed
             sampling = SamplingParams(temperature=temperature, max_new_tokens=6)
             episode.ctx.policies = {seat: Policy(backend, sampling) for seat in ("actor", "critic")}
-            critics += [t for t in episode.play().sink.turns if t.seat == "critic"]
+            played = episode.play().sink.turns
+            turns += played
+            critics += [t for t in played if t.seat == "critic"]
     finally:
         asyncio.run(backend.aclose())
     assert len(critics) >= 3
+    stats = backend.stats
+    assert (stats.requests, stats.batches, stats.choice_passes) == (len(turns), len(turns), 0)
+    assert stats.prefill_tokens == sum(len(t.prompt_token_ids) for t in turns)  # the prompts alone
     for turn in critics:
         assert turn.parsed_value in ("correct", "incorrect")
         assert turn.response.rsplit("\n", 1)[-1] == f"Verdict: {turn.parsed_value}"

@@ -759,14 +759,16 @@ def test_multi_token_options_are_picked_token_by_token(backend, model) -> None:
     from graphs.policies.final_line import FinalChoice
 
     final = FinalChoice("Answer:", (" yes", " yes please", " no way"))
-    for seed in range(4):
+    chosen = set()
+    for seed in range(16):
         sampling = SamplingParams(temperature=2.0, max_new_tokens=6, seed=seed)
         result = asyncio.run(backend.generate(final_request(PROMPTS[seed % 4], final, sampling)))
-        assert result.chosen in final.options
+        chosen.add(result.chosen)
         assert result.text.endswith(final.marker + result.chosen)
         assert result.completion_token_ids == backend.tokenizer(result.text, add_special_tokens=False)["input_ids"]
         plain = plain_forward_logprobs(model, result.prompt_token_ids, result.completion_token_ids)
         assert result.logprobs == pytest.approx(plain, abs=1e-4)
+    assert chosen == set(final.options)  # the short option (ended by EOS) and the long one both come up
 
 
 def test_a_request_cannot_have_both_a_choice_and_a_final_line() -> None:
@@ -774,3 +776,48 @@ def test_a_request_cannot_have_both_a_choice_and_a_final_line() -> None:
 
     with pytest.raises(ValueError, match="either a choice"):
         GenerationRequest(PROMPTS[0], final=verdict_final(), choice=Choice(("a", "b")))
+
+
+def test_the_option_trie_allows_only_continuations_and_eos_where_an_option_is_complete(tokenizer) -> None:
+    from graphs.policies.final_decode import FinalLineState
+    from graphs.policies.final_line import FinalChoice
+
+    final = FinalChoice("Answer:", (" yes", " yes please", " no way"))
+    state = FinalLineState(final)
+    keep = state.start(tokenizer, [], "Sure.")
+    targets = [tokenizer("Sure.\nAnswer:" + o, add_special_tokens=False)["input_ids"] for o in final.options]
+    shared = next(i for i, tokens in enumerate(zip(*targets, strict=False)) if len(set(tokens)) > 1)
+    assert (keep, list(state.forced)) == (0, targets[0][:shared])
+    for _ in range(shared):
+        assert state.take(state.forced[0]) == (True, False)
+    yes, please, no = (t[shared:] for t in targets)
+    assert please[: len(yes)] == yes and len(please) > len(yes)  # " yes" begins " yes please"
+    assert state.allowed({0}) == sorted({yes[0], no[0]})
+    for token in yes:
+        assert state.take(token) == (True, False)  # " yes please" could still go on
+    assert state.allowed({0}) == [please[len(yes)], 0]
+    assert state.take(0) == (False, True)  # EOS: " yes" is complete
+    assert (state.chosen, state.text) == (" yes", "Sure.\nAnswer: yes")
+
+
+def test_a_free_part_ended_by_eos_or_a_stop_string_still_gets_its_final_line(backend, model) -> None:
+    from graphs.policies.final_line import generate_in_two_requests
+
+    final = verdict_final()
+    full = one(backend, PROMPTS[2], replace(GREEDY, max_new_tokens=20))
+
+    def check(request: GenerationRequest, free_text: str) -> None:
+        got = asyncio.run(backend.generate(request))
+        two = asyncio.run(generate_in_two_requests(backend, request))
+        assert got.text == final.prefix(final.body(free_text)) + got.chosen
+        assert (got.text, got.chosen, got.completion_token_ids) == (two.text, two.chosen, two.completion_token_ids)
+        plain = plain_forward_logprobs(model, got.prompt_token_ids, got.completion_token_ids)
+        assert got.logprobs == pytest.approx(plain, abs=1e-4)
+
+    stop = full.text[len(full.text) // 2 : len(full.text) // 2 + 3]
+    stopped = final_request(PROMPTS[2], final, replace(GREEDY, max_new_tokens=20, stop=(stop,)))
+    check(stopped, full.text[: full.text.find(stop)])
+    k = next(i for i, t in enumerate(full.completion_token_ids) if i >= 2 and t not in full.completion_token_ids[:i])
+    model.generation_config.eos_token_id = [model.generation_config.eos_token_id, full.completion_token_ids[k]]
+    ended = final_request(PROMPTS[2], final, replace(GREEDY, max_new_tokens=20))
+    check(ended, backend.tokenizer.decode(full.completion_token_ids[:k]))

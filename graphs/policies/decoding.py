@@ -87,10 +87,11 @@ class Endings:
     def advance(self, row: Row, token: int, logprob: float) -> None:
         line = row.final
         if line is not None and not line.free:
-            if token not in self.eos_ids:
+            belongs, complete = line.take(token)
+            if belongs:
                 row.ids.append(token)
                 row.logprobs.append(logprob)
-            if line.take(token, self.eos_ids):
+            if complete:
                 row.finish = "stop"
             return
         if token in self.eos_ids:

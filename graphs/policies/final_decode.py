@@ -89,16 +89,20 @@ class FinalLineState:
             allowed += sorted(eos_ids)
         return allowed
 
-    def take(self, token: int, eos_ids: set[int]) -> bool:
-        """Record the token fed or picked; True once an option is complete (EOS ends it and is
-        not part of the completion)."""
+    def take(self, token: int) -> tuple[bool, bool]:
+        """Record the token fed or picked: whether it belongs to the completion (an EOS that
+        ends an option that another would continue does not), and whether an option is complete."""
         if self.forced:
             self.forced.popleft()
-            return False
-        if token not in eos_ids:
-            self._picked.append(token)
-            if any(s[len(self._picked) :] for s in self._suffixes if s[: len(self._picked)] == self._picked):
-                return False
+            return True, False
+        depth = len(self._picked)
+        if not any(len(s) > depth and s[depth] == token and s[:depth] == self._picked for s in self._suffixes):
+            return False, self._finish()  # EOS, allowed only where an option is complete
+        self._picked.append(token)
+        longer = any(len(s) > depth + 1 and s[: depth + 1] == self._picked for s in self._suffixes)
+        return True, not longer and self._finish()
+
+    def _finish(self) -> bool:
         index = next(i for i, s in enumerate(self._suffixes) if s == self._picked)
         self.chosen = self.final.options[index]
         self.text = self._prefix + self.chosen
