@@ -103,7 +103,8 @@ def test_retrain_round_trains_gates_and_reports(env):
     cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
     as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor", "critic")
-    out = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--every-episodes", "4", "--samples", "2",
+    out = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0",
+              "--every-episodes", "4", "--samples", "2",
               "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1", "--format", "json")
     rounds, report = (json.loads(line) for line in out.strip().splitlines()[-2:])
     assert [(r["round"], r["role"]) for r in rounds] == [(1, "actor"), (1, "critic")]
@@ -121,7 +122,8 @@ def test_retrain_round_trains_gates_and_reports(env):
     engine = open_store(f"sqlite:///{env / 'loop.db'}")
     with engine.connect() as conn:
         earlier = set(conn.execute(select(Episode.id)).scalars())
-    again = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--every-episodes", "4", "--samples", "2",
+    again = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0",
+                "--every-episodes", "4", "--samples", "2",
                 "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1",
                 "--no-report", "--format", "json")
     actor, critic = json.loads(again.strip().splitlines()[-1])
@@ -148,7 +150,8 @@ def test_train_grpo_plays_the_game_and_publishes_a_candidate(env):
 
 
 def test_every_minutes_ends_the_play_phase_early(env):
-    out = cli("retrain", "--once", "--practice", "0", "--roles", "actor", "--every-episodes", "40", "--samples", "1", "-c", "4",
+    out = cli("retrain", "--once", "--practice", "0", "--roles", "actor",
+              "--every-episodes", "40", "--samples", "1", "-c", "4",
               "--every-minutes", "0.0001", "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4",
               "--max-steps", "1", "--no-report", "--format", "json")
     rounds = json.loads(out.strip().splitlines()[-1])
@@ -159,7 +162,8 @@ def test_ctrl_c_during_retrain_keeps_what_was_committed(env):
     """A real SIGINT to a `sparring retrain` process while it plays: exit 130, the round's run
     marked interrupted, no episode left running, every episode committed before still there."""
     url = f"sqlite:///{env / 'loop.db'}"
-    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--roles", "actor", "--every-episodes", "400",
+    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--roles", "actor",
+               "--every-episodes", "400",
                "--samples", "1", "-c", "2", "--turns", "3", "--max-new-tokens", "48", "--no-report",
                "--seat", "critic=scripted:always-incorrect"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -194,7 +198,8 @@ def test_ctrl_c_while_retrain_trains_stops_the_trainer_process_at_once(env):
     cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
     as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor")
-    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--roles", "actor", "--tasks", str(tasks),
+    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--roles", "actor",
+               "--tasks", str(tasks),
                "--every-episodes", "2", "--samples", "1", "-c", "2", "--turns", "1", "--max-new-tokens", "4",
                "--max-steps", "100000", "--no-report", "--seat", "critic=scripted:always-correct"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -18,6 +18,8 @@ from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from rich.progress import Progress
+
     from evaluation.stats import Estimate
 
 LEARNING_CURVE = "learning-curve.png"
