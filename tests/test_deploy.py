@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.games import get_game
@@ -25,7 +24,7 @@ from storage.engine import open_store
 from storage.models import Evaluation, Run
 from storage.queries import EpisodeFilter, iter_turns
 from storage.recorder import Recorder
-from tiny_model import save_random_lora
+from tiny_model import random_adapter_on_tiny_base
 from training.deploy import LivePolicies, gate_and_deploy
 from training.evaluator import Evaluator
 from training.registry import active_version, get_version, promote, publish
@@ -35,12 +34,7 @@ GAME = get_game("math-reflection")
 
 @pytest.fixture(scope="module")
 def adapter_template(tmp_path_factory) -> tuple[str, Path]:
-    base = tmp_path_factory.mktemp("base")
-    LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                num_attention_heads=2, num_key_value_heads=1).save_pretrained(base)
-    model = LlamaForCausalLM(LlamaConfig.from_pretrained(base))
-    model.config.name_or_path = str(base)
-    return str(base), save_random_lora(model, tmp_path_factory.mktemp("trained") / "out", seed=1)
+    return random_adapter_on_tiny_base(tmp_path_factory.mktemp("base"), tmp_path_factory.mktemp("trained"))
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import quiz_game
 from model_logs import as_model_turns
-from transformers import LlamaConfig, LlamaForCausalLM
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -28,7 +27,7 @@ from graphs.runner import play
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.recorder import Recorder
-from tiny_model import save_random_lora
+from tiny_model import random_adapter_on_tiny_base
 from training.datasets import build_snapshot, load_snapshot, turn_credits
 from training.datasets.reading import ReadPlan, read_episodes
 from training.deploy import LivePolicies, gate_and_deploy
@@ -109,12 +108,7 @@ def test_the_game_plays_logs_and_builds_every_dataset_kind(quiz, store_url, tmp_
 
 @pytest.fixture(scope="module")
 def adapter_template(tmp_path_factory) -> tuple[str, Path]:
-    base = tmp_path_factory.mktemp("base")
-    LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                num_attention_heads=2, num_key_value_heads=1).save_pretrained(base)
-    model = LlamaForCausalLM(LlamaConfig.from_pretrained(base))
-    model.config.name_or_path = str(base)
-    return str(base), save_random_lora(model, tmp_path_factory.mktemp("trained") / "out", seed=1)
+    return random_adapter_on_tiny_base(tmp_path_factory.mktemp("base"), tmp_path_factory.mktemp("trained"))
 
 
 def test_the_game_is_evaluated_and_its_learner_gated_on_its_own_metric(quiz, store_url, tmp_path, sums,

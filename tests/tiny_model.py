@@ -89,3 +89,15 @@ def save_random_lora(model: torch.nn.Module, folder: Path, seed: int) -> Path:
                 param.normal_(0.0, 0.5)
     peft_model.save_pretrained(folder)
     return folder
+
+
+def random_adapter_on_tiny_base(base: Path, trained: Path) -> tuple[str, Path]:
+    """A one-layer random Llama config saved in ``base`` and a random LoRA for it in ``trained``:
+    the (base model path, adapter folder) a deploy gate test publishes from."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                num_attention_heads=2, num_key_value_heads=1).save_pretrained(base)
+    model = LlamaForCausalLM(LlamaConfig.from_pretrained(base))
+    model.config.name_or_path = str(base)
+    return str(base), save_random_lora(model, trained / "out", seed=1)
