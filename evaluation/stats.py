@@ -62,7 +62,9 @@ class PairedComparison:
     worse: int
     """tasks where the candidate scored lower"""
     p_value: float | None
-    """two-sided McNemar exact test for 0/1 outcomes; a paired sign test on the same counts otherwise"""
+    """two-sided McNemar exact test for 0/1 outcomes; otherwise a paired bootstrap p-value (twice the
+    share of resampled mean differences on the far side of zero): per-task contributions to a
+    ratio (a balanced accuracy) differ in scale from task to task, so counting signs means nothing"""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,10 +135,19 @@ def mean_of_proportions(first: Estimate, second: Estimate) -> Estimate:
 
 
 def _bootstrap(values: Sequence[float], statistic, samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float]:
+    return _percentiles(_bootstrap_draws(values, statistic, samples))
+
+
+def _bootstrap_draws(values: Sequence[float], statistic, samples: int = BOOTSTRAP_SAMPLES) -> list[float]:
+    """The statistic of ``samples`` seeded resamples of ``values``, sorted."""
     rng = random.Random(BOOTSTRAP_SEED)
     n = len(values)
-    draws = sorted(statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(samples))
-    return draws[int(0.025 * samples)], draws[min(samples - 1, int(0.975 * samples))]
+    return sorted(statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(samples))
+
+
+def _percentiles(draws: list[float]) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of sorted ``draws``."""
+    return draws[int(0.025 * len(draws))], draws[min(len(draws) - 1, int(0.975 * len(draws)))]
 
 
 def mcnemar_exact(better: int, worse: int) -> float:
@@ -162,7 +173,12 @@ def paired(candidate: Mapping[str, float], baseline: Mapping[str, float]) -> Pai
     deltas = [x - y for x, y in zip(a, b, strict=True)]
     better = sum(d > 0 for d in deltas)
     worse = sum(d < 0 for d in deltas)
-    low, high = _bootstrap(deltas, lambda sample: sum(sample) / len(sample))
+    draws = _bootstrap_draws(deltas, lambda sample: sum(sample) / len(sample))
+    low, high = _percentiles(draws)
     difference = Estimate(sum(deltas) / len(deltas), len(deltas), low, high)
-    return PairedComparison(difference, mean_estimate(a), mean_estimate(b), better, worse,
-                            mcnemar_exact(better, worse))
+    if _is_binary(a) and _is_binary(b):
+        p_value = mcnemar_exact(better, worse)
+    else:
+        far = min(sum(d <= 0 for d in draws), sum(d >= 0 for d in draws))
+        p_value = min(1.0, 2 * far / len(draws))
+    return PairedComparison(difference, mean_estimate(a), mean_estimate(b), better, worse, p_value)

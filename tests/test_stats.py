@@ -62,3 +62,14 @@ def test_mean_of_two_proportions_has_a_mover_interval_that_stays_open_at_the_end
     half = mean_of_proportions(wilson(0, 4), wilson(4, 4))  # "incorrect" to everything
     assert half.value == 0.5 and half.low < 0.5 < half.high
     assert mean_of_proportions(wilson(0, 0), wilson(3, 4)) == Estimate(None, 4)
+
+
+def test_paired_comparison_of_non_binary_outcomes_uses_a_bootstrap_p_value():
+    """Per-task contributions of a ratio differ in scale: many small losses and a few large gains
+    can leave the mean unchanged, which a sign test would call a highly significant loss."""
+    baseline = {f"t{i}": 0.0 for i in range(100)}
+    candidate = {f"t{i}": (0.9 if i < 10 else -0.1) for i in range(100)}
+    result = paired(candidate, baseline)
+    assert result.better == 10 and result.worse == 90
+    assert result.difference.value == pytest.approx(0.0, abs=1e-12)
+    assert result.p_value > 0.5  # no evidence either way; McNemar on the signs would give ~1e-16
