@@ -88,13 +88,15 @@ def retrain(
     candidate adapter per role on what is new, and promotes it only if it does not do worse
     on the held-out tasks (greedy, same seeds every round). A role whose step fails (no new
     rows, a crashed trainer, a rejected candidate) is recorded and the loop goes on with the
-    active adapters. Ctrl-C keeps everything committed. The defaults are the main job: one
-    round on the bundled model takes about 12 minutes on 2 CPU cores.
+    active adapters. Ctrl-C keeps everything committed. The defaults are the main job: the
+    actor first practises alone (--practice), then full episodes are played; one round on the
+    bundled model took about an hour on 2 CPU cores (200 held-out tasks per evaluation).
 
     Examples:
 
     * `sparring retrain`   (one round: play, train actor and critic, gate, deploy, report)
-    * `sparring retrain --rounds 3 --report-tasks 200`   (gates on 32 tasks, reports on 200)
+    * `sparring retrain --rounds 3`   (three rounds, gates and report on 200 held-out tasks)
+    * `sparring retrain --eval-tasks 64 --practice 128`   (a quicker, noisier round)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
     """
     from graphs.games import UnknownGameError, get_game
