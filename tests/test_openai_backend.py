@@ -317,23 +317,23 @@ def test_one_failed_request_fails_its_episode_and_the_batch_goes_on(tmp_path, mo
 # --- constrained choice -------------------------------------------------------------------
 
 
-def test_a_choice_request_asks_vllm_for_a_guided_choice_after_the_prefix(double):
+def test_a_choice_request_asks_vllm_for_the_prefix_and_one_option_by_guided_choice(double):
     double.choose = 1
     choice = Choice((" correct", " incorrect"), prefix="Step two is off.\nVerdict:")
     request = GenerationRequest([{"role": "user", "content": "Check 3 + 4 = 8."}], SamplingParams(0.0), choice=choice)
     result = asyncio.run(backend(double.url).generate(request))
 
     body = chats(double)[-1]
-    assert body["structured_outputs"] == {"choice": [" correct", " incorrect"]}
-    assert (body["continue_final_message"], body["add_generation_prompt"], body["prompt_logprobs"]) == (True, False, 0)
-    assert body["messages"][-1] == {"role": "assistant", "content": "Step two is off.\nVerdict:"}
+    assert body["structured_outputs"] == {"choice": ["Step two is off.\nVerdict: correct",
+                                                     "Step two is off.\nVerdict: incorrect"]}
+    # no continued assistant message and no prompt_logprobs: vLLM CPU crashes on those with LoRA on
+    assert "continue_final_message" not in body and "prompt_logprobs" not in body
+    assert body["messages"] == request.messages
     assert "stop" not in body and body["top_p"] == 1.0
-    tokenized = [b for path, b in double.requests if path == "/tokenize"]
-    assert tokenized == [{"model": "bundled", "messages": request.messages, "add_generation_prompt": True}]
     assert (result.chosen, result.text) == (" incorrect", "Step two is off.\nVerdict: incorrect")
     assert result.prompt_token_ids == [1, 2, 3]
-    assert result.completion_token_ids == [200, 201, 202, 203, 204, 100]  # the prefix (5 words), the option
-    assert result.logprobs == [-0.25] * 5 + [-0.5]
+    assert result.completion_token_ids == [100, 101, 102, 103, 104, 105]  # prefix and option: 6 words
+    assert result.logprobs == [-0.5] * 6
 
 
 def test_a_choice_the_server_ignores_is_an_error(double):

@@ -31,6 +31,7 @@ from app.settings import load_settings
 from graphs.policies.base import BackendError, GenerationRequest, SamplingParams, UnknownAdapterError
 from graphs.policies.models import resolve_model
 from graphs.policies.openai_backend import OpenAIBackend, RetryPolicy
+from model_logs import as_model_turns
 from storage.engine import open_store
 from storage.models import Episode, Turn, TurnPayload
 from training.registry import get_version, publish
@@ -210,7 +211,9 @@ def test_play_on_vllm_logs_token_ids_and_logprobs(on_vllm):
         # the prompt ids are the chat template of the logged messages, as the in-process backend makes them
         templated = tokenizer.apply_chat_template(turn.messages, add_generation_prompt=True, return_dict=True)
         assert turn.prompt_token_ids == list(templated["input_ids"])
-        assert 0 < len(turn.completion_token_ids) == len(turn.logprobs) == turn.completion_tokens <= 24
+        # the critic's free part is capped at 24 tokens; its "Verdict: ..." line, chosen by guided choice, comes on top
+        most = 24 if turn.seat == "actor" else 24 + 12
+        assert 0 < len(turn.completion_token_ids) == len(turn.logprobs) == turn.completion_tokens <= most
         assert all(lp <= 0.0 for lp in turn.logprobs) and tokenizer.eos_token_id not in turn.completion_token_ids
 
 
@@ -220,8 +223,9 @@ def trained(on_vllm) -> str:
     tasks = on_vllm / "sums.jsonl"
     tasks.write_text("".join(json.dumps({"question": f"What is {a} + {a + 3}?", "answer": f"#### {2 * a + 3}"}) + "\n"
                              for a in range(6)))
-    cli("play", "math-reflection", "-n", "6", "--turns", "1", "--tasks", str(tasks),
+    cli("play", "math-reflection", "-n", "6", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    as_model_turns(f"sqlite:///{on_vllm / 'store.db'}", "actor")  # as a model this good would have left them
     cli("train", "sft", "--role", "actor", "--max-steps", "1", "--batch-size", "2")
     cli("adapters", "promote", "actor@v1")
     return f"sqlite:///{on_vllm / 'store.db'}"

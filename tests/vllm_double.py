@@ -4,9 +4,8 @@ It answers in the shapes that vLLM 0.32 gives (checked against a real server in
 tests/test_vllm.py): ``token_ids``/``stop_reason`` on the choice and ``prompt_token_ids`` on
 the response when ``return_token_ids`` is asked for, errors as ``{"error": {"message", "type",
 "code"}}``, the runtime LoRA endpoints, and LoRA adapters in /v1/models with ``parent``/``root``.
-A guided choice (``structured_outputs.choice``) answers the option at index ``choose``; a
-continued assistant message (``continue_final_message``) adds one prompt id per word, with
-``prompt_logprobs`` when asked; ``POST /tokenize`` answers the chat prompt's ids.
+A guided choice (``structured_outputs.choice``) answers the option at index ``choose``, one
+token id per word.
 Stopping it and starting another on the same port is a server restart: adapters are forgotten.
 """
 
@@ -22,7 +21,7 @@ from typing import Any
 EOS = 2
 BASE = "bundled"
 PROMPT_IDS = (1, 2, 3)
-"""The ids of every chat prompt (what /tokenize answers, and the start of prompt_token_ids)."""
+"""The ids of every chat prompt (its prompt_token_ids)."""
 
 
 def free_port() -> int:
@@ -97,17 +96,7 @@ class VllmDouble:
         if body.get("return_token_ids"):
             choice.update(token_ids=ids, stop_reason=None)
             response["prompt_token_ids"] = list(PROMPT_IDS)
-        if body.get("continue_final_message"):  # the last (assistant) message is continued: its words are prompt
-            continued = [200 + i for i in range(len(body["messages"][-1]["content"].split()))]
-            response["prompt_token_ids"] = list(PROMPT_IDS) + continued
-            if body.get("prompt_logprobs") is not None:
-                entries = [{str(t): {"logprob": -0.25, "rank": 1}} for t in response["prompt_token_ids"]]
-                response["prompt_logprobs"] = [None, *entries[1:]]
         return 200, response
-
-    def tokenize(self, body: dict[str, Any]) -> tuple[int, Any]:
-        """vLLM's POST /tokenize (beside /v1): the chat prompt's ids."""
-        return 200, {"count": len(PROMPT_IDS), "max_model_len": 2048, "tokens": list(PROMPT_IDS)}
 
     def load(self, body: dict[str, Any]) -> tuple[int, Any]:
         name, path = body["lora_name"], body["lora_path"]
@@ -134,7 +123,6 @@ def _handler(double: VllmDouble) -> type[BaseHTTPRequestHandler]:
         "/v1/chat/completions": "chat",
         "/v1/load_lora_adapter": "load",
         "/v1/unload_lora_adapter": "unload",
-        "/tokenize": "tokenize",
     }
 
     class Handler(BaseHTTPRequestHandler):

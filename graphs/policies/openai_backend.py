@@ -215,62 +215,34 @@ class OpenAIBackend:
 
     @staticmethod
     def _choice_options(request: GenerationRequest, options: dict[str, Any]) -> Any:
-        """Ask vLLM for one of the options (``structured_outputs.choice``, vLLM 0.32) after the
-        prefix, which continues an assistant message (``continue_final_message``) whose tokens'
-        logprobs come back as ``prompt_logprobs``; returns the messages to send."""
+        """Ask vLLM to answer exactly the prefix followed by one of the options: a guided choice
+        (``structured_outputs.choice``, vLLM 0.32) among the whole strings, so the prefix's tokens
+        are generated (forced by the grammar) with their logprobs like the option's. Continuing an
+        assistant message and reading the prefix's ``prompt_logprobs`` instead crashes vLLM CPU
+        0.32 when LoRA is enabled (an einsum shape error in its punica CPU wrapper), which is how
+        sparring always starts it. Returns the messages to send."""
         choice = request.choice
         assert choice is not None
         options.pop("stop", None)
         options["top_p"] = 1.0
-        options["max_completion_tokens"] = max(len(o) for o in choice.options) + 8  # a token has >= 1 character
-        options["extra_body"]["structured_outputs"] = {"choice": list(choice.options)}
-        if not choice.prefix:
-            return request.messages
-        options["extra_body"].update(continue_final_message=True, add_generation_prompt=False, prompt_logprobs=0)
-        return [*request.messages, {"role": "assistant", "content": choice.prefix}]
+        # a token has >= 1 character: the longest answer's length bounds its tokens
+        options["max_completion_tokens"] = len(choice.prefix) + max(len(o) for o in choice.options) + 8
+        options["extra_body"]["structured_outputs"] = {"choice": [choice.prefix + o for o in choice.options]}
+        return request.messages
 
     async def _choice_result(
         self, model: str, request: GenerationRequest, response: Any, result: GenerationResult
     ) -> GenerationResult:
-        """The option as a result whose prompt is the chat prompt alone and whose completion is the
-        prefix (scored, from ``prompt_logprobs``) followed by the option, as in-process."""
+        """The result of a guided choice: its text is the prefix and one option (``chosen``)."""
         choice = request.choice
         assert choice is not None
-        if result.text not in choice.options:
+        answers = {choice.prefix + o: o for o in choice.options}
+        if result.text not in answers:
             raise BackendError(
-                f"{self._where(model)} answered {result.text[:80]!r}, not one of {list(choice.options)}: the "
-                "server ignored structured_outputs.choice (vLLM >= 0.11 supports it)"
+                f"{self._where(model)} answered {result.text[-80:]!r}, not one of {list(choice.options)} after the "
+                "prefix: the server ignored structured_outputs.choice (vLLM >= 0.11 supports it)"
             )
-        if not choice.prefix:
-            return replace(result, chosen=result.text)
-        chat_prompt = await self._tokenize(model, request.messages)
-        prompt_ids = result.prompt_token_ids
-        if prompt_ids[: len(chat_prompt)] != chat_prompt or len(prompt_ids) == len(chat_prompt):
-            raise BackendError(
-                f"{self._where(model)}: the prompt with the prefix {choice.prefix[-40:]!r} does not extend the chat "
-                "prompt's tokens; the chat template cannot continue an assistant message"
-            )
-        prefix_ids = prompt_ids[len(chat_prompt) :]
-        entries = ((response.model_extra or {}).get("prompt_logprobs") or [])[len(chat_prompt) :]
-        if len(entries) != len(prefix_ids):
-            raise BackendError(f"{self._where(model)} returned no prompt_logprobs for the prefix of a choice request")
-        return replace(
-            result,
-            text=choice.prefix + result.text,
-            prompt_token_ids=chat_prompt,
-            completion_token_ids=prefix_ids + result.completion_token_ids,
-            logprobs=[_own_logprob(e, t) for e, t in zip(entries, prefix_ids, strict=True)] + result.logprobs,
-            chosen=result.text,
-        )
-
-    async def _tokenize(self, model: str, messages: list[Any]) -> list[int]:
-        """The chat prompt's token ids, from vLLM's ``POST /tokenize`` (served beside /v1)."""
-        url = self.base_url.removesuffix("/v1") + "/tokenize"
-        body = {"model": model, "messages": messages, "add_generation_prompt": True}
-        answer = await with_retries(lambda: self._client().post(url, body=body, cast_to=object), self.retry)
-        if not isinstance(answer, dict) or not isinstance(answer.get("tokens"), list):
-            raise BackendError(f"POST {url} answered {str(answer)[:80]!r}, not vLLM's {{'tokens': [...]}}")
-        return [int(t) for t in answer["tokens"]]
+        return replace(result, chosen=answers[result.text])
 
     def _served_by(self, answered: str) -> str:
         """vLLM names the adapter or base model it used. Hosted APIs answer with a dated
@@ -421,14 +393,6 @@ class OpenAIBackend:
             f"adapter {name!r} is already loaded from {loaded_from}; adapter names are immutable: "
             f"publish {path} as a new version, or unload {name!r} first"
         )
-
-
-def _own_logprob(entry: dict[str, Any] | None, token: int) -> float:
-    """A prompt token's logprob from a vLLM ``prompt_logprobs`` entry ({token id: {"logprob"...}})."""
-    found = (entry or {}).get(str(token))
-    if not isinstance(found, dict) or "logprob" not in found:
-        raise BackendError(f"vLLM's prompt_logprobs lack the logprob of prompt token {token}")
-    return float(found["logprob"])
 
 
 def _ended_by_stop_token(choice: Any) -> bool:
