@@ -90,7 +90,7 @@ def retrain(
     rows, a crashed trainer, a rejected candidate) is recorded and the loop goes on with the
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: the
     actor first practises alone (--practice), then full episodes are played; one round on the
-    bundled model took about an hour on 2 CPU cores (200 held-out tasks per evaluation).
+    bundled model took 24 minutes on 2 quiet CPU cores (200 held-out tasks per evaluation).
 
     Examples:
 
