@@ -7,6 +7,7 @@ they are skipped, with the reason shown in the report.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from sqlalchemy import Engine
 from ctrl_c import ctrl_c  # noqa: F401  (a fixture for the tests about Ctrl-C)
 from storage.engine import open_store
 from storage.scratch import scratch_postgres_database
+from tiny_model import random_adapter_on_tiny_base
 
 POSTGRES_ENV = "SPARRING_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = (
@@ -48,3 +50,18 @@ def store(store_url: str) -> Iterator[Engine]:
     engine = open_store(store_url)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def sums(tmp_path) -> Path:
+    """A task file of eight sums ("What is a + 7?") with GSM8K-style answers."""
+    path = tmp_path / "sums.jsonl"
+    path.write_text("".join(json.dumps({"question": f"What is {a} + 7?", "answer": f"#### {a + 7}"}) + "\n"
+                            for a in range(8)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def adapter_template(tmp_path_factory) -> tuple[str, Path]:
+    """A tiny random base model and a random LoRA adapter for it, for gate tests to publish."""
+    return random_adapter_on_tiny_base(tmp_path_factory.mktemp("base"), tmp_path_factory.mktemp("trained"))

@@ -7,9 +7,7 @@ scripted backend stands in for the model, answering correctly only under the "go
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -24,7 +22,6 @@ from storage.engine import open_store
 from storage.models import Evaluation, Run
 from storage.queries import EpisodeFilter, iter_turns
 from storage.recorder import Recorder
-from tiny_model import random_adapter_on_tiny_base
 from training.deploy import LivePolicies, gate_and_deploy
 from training.evaluator import Evaluator
 from training.registry import active_version, get_version, promote, publish
@@ -32,17 +29,6 @@ from training.registry import active_version, get_version, promote, publish
 GAME = get_game("math-reflection")
 
 
-@pytest.fixture(scope="module")
-def adapter_template(tmp_path_factory) -> tuple[str, Path]:
-    return random_adapter_on_tiny_base(tmp_path_factory.mktemp("base"), tmp_path_factory.mktemp("trained"))
-
-
-@pytest.fixture
-def sums(tmp_path) -> Path:
-    path = tmp_path / "sums.jsonl"
-    path.write_text("".join(json.dumps({"question": f"What is {a} + 7?", "answer": f"#### {a + 7}"}) + "\n"
-                            for a in range(8)))
-    return path
 
 
 class AdapterAware(ScriptedBackend):

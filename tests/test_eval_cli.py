@@ -22,13 +22,6 @@ runner = CliRunner()
 SCRIPTED = ("--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct", "--turns", "1")
 
 
-@pytest.fixture
-def sums(tmp_path):
-    path = tmp_path / "sums.jsonl"
-    path.write_text("".join(json.dumps({"question": f"What is {a} + 7?", "answer": f"#### {a + 7}"}) + "\n"
-                            for a in range(8)))
-    return path
-
 
 @pytest.fixture
 def url(store_url, monkeypatch, tmp_path):

@@ -27,7 +27,6 @@ from graphs.runner import play
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.recorder import Recorder
-from tiny_model import random_adapter_on_tiny_base
 from training.datasets import build_snapshot, load_snapshot, turn_credits
 from training.datasets.reading import ReadPlan, read_episodes
 from training.deploy import LivePolicies, gate_and_deploy
@@ -43,13 +42,6 @@ def quiz(monkeypatch):
     monkeypatch.setenv(EXTRA_GAMES_ENV, "quiz_game")
     return get_game("quiz")
 
-
-@pytest.fixture
-def sums(tmp_path) -> Path:
-    path = tmp_path / "sums.jsonl"
-    path.write_text("".join(json.dumps({"question": f"What is {a} + 7?", "answer": f"#### {a + 7}"}) + "\n"
-                            for a in range(8)))
-    return path
 
 
 def wrong_then_right(messages, request) -> str:
@@ -105,10 +97,6 @@ def test_the_game_plays_logs_and_builds_every_dataset_kind(quiz, store_url, tmp_
     assert sorted(r["reward"] for r in rows["ppo"]) == credits
     assert all(r["prompt"][0]["content"].endswith(quiz_game.INSTRUCTION) for kind in KINDS for r in rows[kind])
 
-
-@pytest.fixture(scope="module")
-def adapter_template(tmp_path_factory) -> tuple[str, Path]:
-    return random_adapter_on_tiny_base(tmp_path_factory.mktemp("base"), tmp_path_factory.mktemp("trained"))
 
 
 def test_the_game_is_evaluated_and_its_learner_gated_on_its_own_metric(quiz, store_url, tmp_path, sums,
