@@ -1,0 +1,96 @@
+"""The metrics of code-debug, from the store: the fixer's rewards (with the judge's status in
+their info) and the judgments.
+
+Per task (means over its episodes): tests_pass_rate (the first fix passes every test within
+the limits: the fixer's gate), final_pass_rate (the last fix, with --attempts above 1),
+tests_passed_fraction (the share of tests the first fix passes, 0 after a violation).
+Over fixes (Wilson intervals, n = fixes): violation_rate (a sandbox limit reached or a
+forbidden action tried), syntax_error_rate (the code does not compile), no_code_rate (the
+answer holds no code). With a breaker: bug_valid_rate (its code was a bug that fails a test).
+With a judge model: code_quality (its mean score of the last fix, 0..1).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, select
+
+from evaluation.run_metrics import RunMetrics, per_task_means, ratio, task_means
+from graphs.code_debug.credit import TESTS_PASSED
+from graphs.code_debug.judge import NO_CODE
+from graphs.code_debug.nodes import BUG_VALID
+from graphs.code_debug.prompts import QUALITY
+from graphs.credit import CORRECT
+from graphs.sandbox import Status
+from storage.models import Base
+from storage.queries import in_run
+
+_T = Base.metadata.tables
+
+
+@dataclass(frozen=True)
+class _Fix:
+    correct: float
+    share: float
+    status: str
+
+
+@dataclass(frozen=True)
+class _Counts:
+    fixes: int
+    violations: int
+    syntax_errors: int
+    no_code: int
+
+
+def code_debug_metrics(engine: Engine, run_id: str) -> RunMetrics:
+    episodes, turns, rewards, judgments = _T["episodes"], _T["turns"], _T["rewards"], _T["judgments"]
+    succeeded = (in_run(run_id), episodes.c.status == "succeeded")
+    fix_rows = (
+        select(episodes.c.id, episodes.c.task_id, turns.c.idx, rewards.c.name, rewards.c.value, rewards.c.info)
+        .join(turns, turns.c.id == rewards.c.turn_id).join(episodes, episodes.c.id == rewards.c.episode_id)
+        .where(*succeeded, rewards.c.seat == "fixer", rewards.c.name.in_((CORRECT, TESTS_PASSED)))
+        .order_by(episodes.c.id, turns.c.idx)
+    )
+    scores = (select(episodes.c.task_id, judgments.c.score).join(episodes, episodes.c.id == judgments.c.episode_id)
+              .where(*succeeded, judgments.c.rubric == QUALITY.name, judgments.c.score.is_not(None)))
+    bugs = (select(episodes.c.task_id, rewards.c.value).join(episodes, episodes.c.id == rewards.c.episode_id)
+            .where(*succeeded, rewards.c.name == BUG_VALID))
+    with engine.connect() as conn:
+        found: dict[str, dict[int, dict[str, float | str]]] = defaultdict(dict)
+        task_of: dict[str, str] = {}
+        for episode_id, task_id, idx, name, value, info in conn.execute(fix_rows):
+            task_of[episode_id] = task_id
+            fix = found[episode_id].setdefault(idx, {"status": (info or {}).get("status", "")})
+            fix[name] = value
+        quality = list(conn.execute(scores))
+        bug_valid = list(conn.execute(bugs))
+    fixes = {episode: [_Fix(float(f.get(CORRECT, 0.0)), float(f.get(TESTS_PASSED, 0.0)), str(f["status"]))
+                       for _, f in sorted(by_idx.items())] for episode, by_idx in found.items()}
+    outcomes = {
+        "tests_pass_rate": [(task_of[e], f[0].correct) for e, f in fixes.items()],
+        "final_pass_rate": [(task_of[e], f[-1].correct) for e, f in fixes.items()],
+        "tests_passed_fraction": [(task_of[e], f[0].share) for e, f in fixes.items()],
+    }
+    if quality:
+        outcomes["code_quality"] = [(task, float(score)) for task, score in quality]
+    if bug_valid:
+        outcomes["bug_valid_rate"] = [(task, float(value)) for task, value in bug_valid]
+    result = task_means({name: per_task_means(pairs) for name, pairs in outcomes.items()})
+    counts = _counts(fixes, task_of)
+    for name, count in (("violation_rate", lambda c: c.violations), ("syntax_error_rate", lambda c: c.syntax_errors),
+                        ("no_code_rate", lambda c: c.no_code)):
+        result.metrics[name], result.per_task[name] = ratio(counts, count, lambda c: c.fixes)
+    return result
+
+
+def _counts(fixes: dict[str, list[_Fix]], task_of: dict[str, str]) -> dict[str, _Counts]:
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    for episode, episode_fixes in fixes.items():
+        for fix in episode_fixes:
+            tally[task_of[episode]][fix.status] += 1
+            tally[task_of[episode]]["fixes"] += 1
+    return {task: _Counts(c["fixes"], c[Status.VIOLATION], c[Status.SYNTAX_ERROR], c[NO_CODE])
+            for task, c in tally.items()}

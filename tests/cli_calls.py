@@ -1,0 +1,22 @@
+"""Run the CLI in this process, as the game tests do: ``cli`` expects success and returns
+stdout; ``refused`` expects a failure and returns its message on one line."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from app.cli import app
+
+runner = CliRunner()
+
+
+def cli(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def refused(*args: str) -> str:
+    result = runner.invoke(app, list(args))
+    assert result.exit_code != 0
+    return " ".join(result.output.split())
