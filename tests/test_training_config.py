@@ -1,0 +1,108 @@
+"""What `sparring train` passes to the trainers' configs: --report-to for every trainer kind,
+and a --config YAML file of settings, checked key by key, which the flags override."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    return {"SPARRING_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}", "SPARRING_DATA_DIR": str(tmp_path / "data"),
+            "SPARRING_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200"}
+
+
+def words(result) -> str:
+    return " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("kind", ["sft", "dpo", "kto", "ppo", "grpo"])
+def test_report_to_reaches_every_trainer_kind(env, kind):
+    """The tracker name reaches the kind's config, which checks it (before any data or model is read)."""
+    result = runner.invoke(app, ["train", kind, "--role", "actor", "--report-to", "tensorboard,wandbb"], env=env)
+    assert result.exit_code == 2, result.output
+    assert "report_to ('tensorboard', 'wandbb') names no known tracker (wandbb)" in words(result)
+
+
+# --- --config FILE ------------------------------------------------------------------------
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "train.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "message"),
+    [
+        ("sft", "learning_rate: 1e-4\nlearnig_rate: 3\n",
+         "train.yaml, line 2: unknown key 'learnig_rate' for the sft trainer (did you mean 'learning_rate'?). "
+         "Valid keys: device, gradient_accumulation_steps,"),
+        ("sft", "beta: 0.1\n", "unknown key 'beta' for the sft trainer"),  # a DPO/KTO/GRPO setting
+        ("dpo", "lora:\n  rank: 8\n", "line 2: unknown key 'lora.rank' for the dpo trainer. Valid keys of lora: "
+         "alpha, dropout, peft, r, target_modules."),
+        ("dpo", "trl:\n  warmup_stpes: 0.1\n",
+         "line 2: unknown key 'trl.warmup_stpes': not an argument of TRL's DPOConfig (did you mean 'trl.warmup_steps'"),
+        ("ppo", "trl: {warmup_steps: 0.1}\n", "unknown key 'trl' for the ppo trainer"),
+        ("kto", "lora: {peft: {use_rslor: true}}\n", "not an argument of PEFT's LoraConfig (did you mean "
+         "'lora.peft.use_rslora'"),
+        ("sft", "max_steps: 2.5\n", "line 1: 'max_steps' must be an integer, got 2.5 (float)"),
+        ("sft", "lora:\n  target_modules: 7\n", "'lora.target_modules' must be a string or a list of strings, got 7"),
+        ("dpo", "gradient_checkpointing: yes please\n", "'gradient_checkpointing' must be true or false"),
+        ("sft", "model: HuggingFaceTB/SmolLM2-360M\n", "'model' cannot be set here: the base model is the "
+         "SPARRING_MODEL setting"),
+        ("sft", "lora: [1, 2\n", "train.yaml, line 2: not valid YAML"),
+        ("sft", "- learning_rate\n", "expected a mapping of setting: value, got a list"),
+        ("dpo", "trl: {output_dir: /tmp/x}\n", "trl.output_dir: DPOConfig's 'output_dir' is not passed through "
+         "(sparring sets it itself)"),
+        ("dpo", "trl: {learning_rate: 0.1}\n", "set it as 'learning_rate' at the top level"),
+        ("sft", "lora: {peft: {modules_to_save: [lm_head]}}\n", "would train weights outside the LoRA adapter"),
+        ("sft", "learning_rate: -1\n", "learning_rate must be a positive number, got -1.0; LoRA usually trains with "
+         "1e-5 to 2e-4. (settings from"),
+    ],
+)
+def test_a_bad_config_file_names_the_key_the_file_and_the_fix(env, tmp_path, kind, text, message):
+    result = runner.invoke(app, ["train", kind, "--role", "actor", "--config", str(write(tmp_path, text))], env=env)
+    assert result.exit_code == 2, result.output
+    assert message in words(result)
+    assert "Traceback" not in result.output
+
+
+def test_flags_override_the_file(env, tmp_path):
+    """The file's learning rate is invalid; the flag's replaces it, so the command gets past the
+    config and stops only at the missing training data."""
+    path = write(tmp_path, "learning_rate: -1\nlora: {r: 8}\n")
+    result = runner.invoke(app, ["train", "sft", "--role", "actor", "--config", str(path), "--learning-rate", "1e-4"],
+                           env=env)
+    assert result.exit_code == 2 and "learning_rate" not in words(result)
+    assert "no rows" in words(result) or "play" in words(result), result.output
+
+
+def test_file_settings_reach_trl_and_peft(tmp_path):
+    """LoRA rank, a PEFT-only and a TRL-only argument from the file all take effect in training."""
+    from tiny_model import save_tiny_model
+
+    from training.config_file import read_config_file
+    from training.trainers import SFTTrainingConfig, train_sft
+
+    path = write(tmp_path, "learning_rate: 1e-3\nmax_steps: 3\nper_device_train_batch_size: 1\nmax_length: 64\n"
+                           "lora: {r: 2, alpha: 8, target_modules: [q_proj], peft: {use_rslora: true}}\n"
+                           "trl: {lr_scheduler_type: constant}\n")
+    values = read_config_file(path, SFTTrainingConfig, "sft")
+    config = SFTTrainingConfig(model=str(save_tiny_model(tmp_path / "tiny")), device="cpu", **values)
+    rows = [{"messages": [{"role": "user", "content": f"{a}+1?"}, {"role": "assistant", "content": str(a + 1)}]}
+            for a in range(3)]
+    result = train_sft(rows, config, role="actor", output_dir=tmp_path / "out", cache_dir=tmp_path / "cache")
+    adapter = json.loads((result.adapter_dir / "adapter_config.json").read_text())
+    assert (adapter["r"], adapter["lora_alpha"], adapter["target_modules"], adapter["use_rslora"]) == (
+        2, 8, ["q_proj"], True)
+    # TRL's default scheduler decays linearly; "constant" keeps the rate at 1e-3 for every step
+    assert [entry["learning_rate"] for entry in result.log_history if "loss" in entry] == [1e-3] * 3
