@@ -7,7 +7,9 @@ from typing import Annotated
 import typer
 
 from app import quiet
+from app.commands import ratings as ratings_cmd
 from app.commands import adapters, episodes, eval_cmd, play, report, retrain, serve, settings_cmd, training, vllm_cmd
+from app.commands import jobs as jobs_cmd
 
 app = typer.Typer(
     help="sparring: train language-model agents by letting them play games and debates.\n\n"
@@ -29,9 +31,11 @@ for command in (
 ):
     app.command()(command)
 app.command("eval")(eval_cmd.evaluate)
+app.command("ratings")(ratings_cmd.ratings)
 app.add_typer(episodes.episodes_app, name="episodes")
 app.add_typer(training.datasets_app, name="datasets")
 app.add_typer(adapters.adapters_app, name="adapters")
+app.add_typer(jobs_cmd.jobs_app, name="jobs")
 
 
 @app.callback()

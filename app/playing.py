@@ -66,6 +66,7 @@ def play_share(
     failed, the run ends ``interrupted`` and KeyboardInterrupt is raised again; on an error,
     the same with ``failed``, and the error is raised again.
     """
+    from app.seat_draws import episode_policies
     from app.wiring import PolicyFactory
     from graphs.games import get_game
     from graphs.runner import play
@@ -76,7 +77,7 @@ def play_share(
 
     async def main() -> PlayReport:
         try:
-            policies = await factory.policies(job.seats)
+            policies = await episode_policies(factory, engine, spec, job.seats, first_seed=job.settings.seed)
             on_loaded()
             return await play(
                 spec,

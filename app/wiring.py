@@ -10,21 +10,30 @@ from sqlalchemy import Engine
 
 from app.settings import Settings, load_settings
 from graphs.games import GameSpec
+from graphs.options import GameOptions, describe
 from graphs.policies.base import Backend, SamplingParams
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import BOTS
+from graphs.policies.pools import DrawSpecError, parse_draw
+from graphs.policies.scripted import known_bots
 
 SEAT_SPEC_HELP = (
-    "SEAT=SPEC, repeatable. SPEC: model, model:base, model:ROLE@vN, openai:MODEL, scripted:BOT or "
-    "verifier (README: Games)."
+    "SEAT=SPEC, repeatable. SPEC: model, model:base, model:ROLE@vN, model:PATH_OR_ID, openai:MODEL, "
+    "scripted:BOT or verifier; several, one per episode: "
+    "pool:ROLE[/MODE] or schedule:SPEC,SPEC/every:K (README: Games)."
 )
 SEAT_SPEC_DETAILS = (
     "SPEC is 'model' (the configured base model with the seat's active adapter, "
     "if its role has one; served in-process or by vLLM, per SPARRING_BACKEND), 'model:base' (no adapter), "
-    "'model:ROLE@vN' (a registered adapter version), 'openai:MODEL' (a model of the OpenAI-compatible API at "
+    "'model:ROLE@vN' (a registered adapter version), 'model:PATH_OR_ID' (another base model, a local folder or "
+    "a Hugging Face id, served in-process without adapter), 'openai:MODEL' (a model of the OpenAI-compatible API at "
     "SPARRING_OPENAI_BASE_URL, e.g. openai:gpt-4o-mini), 'scripted:BOT' (a rule-based bot: echo, calculator, "
-    "always-correct, always-incorrect, stubborn) or 'verifier' (judge seats: check the ground truth, no model "
-    "call). SPARRING_SEATS='{\"critic\": \"openai:gpt-4o-mini\"}' sets defaults that --seat overrides."
+    "always-correct, always-incorrect, stubborn, agreeable, contrarian) or 'verifier' (judge seats: check the "
+    "ground truth, no model call). A seat can also change policy from episode to episode: 'pool:ROLE[/MODE]' "
+    "(the base model and every promoted version of ROLE), 'pool:SPEC,SPEC,...[/MODE]' (the listed policies), "
+    "MODE being uniform (the default), latest, lagged:K (K versions behind) or rated (opponents of the "
+    "learners' rating most often); 'schedule:SPEC,SPEC,.../every:K' (in turn, K episodes each) or '.../round' "
+    "(one per retrain round). SPARRING_SEATS='{\"critic\": \"openai:gpt-4o-mini\"}' sets defaults that --seat "
+    "overrides."
 )
 
 
@@ -32,10 +41,12 @@ class SeatSpecError(ValueError):
     pass
 
 
-def parse_seat_specs(game: GameSpec, specs: list[str], defaults: Mapping[str, str] | None = None) -> dict[str, str]:
+def parse_seat_specs(game: GameSpec, specs: list[str], defaults: Mapping[str, str] | None = None,
+                     options: GameOptions | None = None) -> dict[str, str]:
     """Each seat's spec: the user's ``--seat`` choice, else ``defaults`` (the SPARRING_SEATS
     setting unless given; seats the game lacks or that take no policy are ignored there, as the
-    setting serves every game), else the seat's default."""
+    setting serves every game), else the seat's default. With the game's ``options``, only the
+    seats that play under them (``GameSpec.playing_seats``), and a ``--seat`` for another is refused."""
     chosen = {s.name: s.default_policy for s in game.seats}
     if defaults is None:
         defaults = load_settings().seats
@@ -51,10 +62,28 @@ def parse_seat_specs(game: GameSpec, specs: list[str], defaults: Mapping[str, st
                 f"--seat {item!r}: game {game.name!r} has no seat {seat!r}; its seats: {', '.join(chosen)}"
             )
         chosen[seat] = _checked(game, seat, spec, f"--seat {item!r}")
-    return chosen
+    if options is None:
+        return chosen
+    playing = [s.name for s in game.playing_seats(options)]
+    idle = [item for item in specs if item.partition("=")[0] not in playing]
+    if idle:
+        raise SeatSpecError(
+            f"--seat {idle[0]!r}: that seat does not play in {game.name} with {', '.join(describe(options))}; "
+            f"the seats that play: {', '.join(playing)}. Change the options (`sparring games` lists them) or leave "
+            "the --seat out"
+        )
+    return {seat: spec for seat, spec in chosen.items() if seat in playing}
 
 
 def _checked(game: GameSpec, seat: str, spec: str, where: str) -> str:
+    try:
+        draw = parse_draw(spec)  # pool: and schedule: name several policies, one per episode
+    except DrawSpecError as exc:
+        raise SeatSpecError(f"{where}: {exc}") from exc
+    if draw is not None:
+        for member in draw.members:
+            _checked(game, seat, member, f"{where} (member {member!r})")
+        return spec
     if spec == "verifier" and game.seat(seat).kind != "judge":
         raise SeatSpecError(f"{where}: only judge seats can be 'verifier'")
     if spec != "verifier" and not game.seat(seat).takes_policy:
@@ -64,11 +93,35 @@ def _checked(game: GameSpec, seat: str, spec: str, where: str) -> str:
         )
     if spec not in ("model", "verifier") and not spec.startswith(("scripted:", "model:", "openai:")):
         raise SeatSpecError(f"{where}: unknown policy {spec!r}. {SEAT_SPEC_DETAILS}")
-    if spec.startswith("scripted:") and spec.removeprefix("scripted:") not in BOTS:
-        raise SeatSpecError(f"{where}: unknown scripted bot; built-in bots: {', '.join(BOTS)}")
+    if spec.startswith("scripted:") and spec.removeprefix("scripted:") not in (bots := known_bots()):
+        raise SeatSpecError(f"{where}: unknown scripted bot; built-in bots: {', '.join(bots)}")
     if spec == "openai:":
         raise SeatSpecError(f"{where}: name the model, e.g. openai:gpt-4o-mini")
+    if (base := other_base_model(spec)) is not None:
+        _check_base_model(base, where)
     return spec
+
+
+def other_base_model(spec: str) -> str | None:
+    """The base model a ``model:PATH_OR_ID`` spec names; None for model, model:base and
+    model:ROLE@vN (an adapter version: an '@' and no path separator) and other specs."""
+    choice = spec.removeprefix("model:") if spec.startswith("model:") else ""
+    if not choice or choice == "base" or ("@" in choice and not any(sep in choice for sep in "/\\")):
+        return None
+    return choice
+
+
+def _check_base_model(model: str, where: str) -> None:
+    """A base model given as a local path must be a folder written by save_pretrained (a hub
+    id or "bundled" can only be checked by loading it, before anything is played)."""
+    from graphs.policies.models import BUNDLED, ModelLoadError, resolve_model
+
+    if model == BUNDLED:
+        return
+    try:
+        resolve_model(model, cache_dir=load_settings().cache_dir)
+    except ModelLoadError as exc:
+        raise SeatSpecError(f"{where}: {exc}") from exc
 
 
 @dataclass
@@ -88,6 +141,7 @@ class PolicyFactory:
     backends: list[Backend] = field(default_factory=list)
     _model: Backend | None = None
     _hosted: dict[str, Backend] = field(default_factory=dict)
+    _bases: dict[str, Backend] = field(default_factory=dict)
 
     def model_backend(self) -> Backend:
         if self._model is None:
@@ -100,10 +154,26 @@ class PolicyFactory:
                     self.settings.model,
                     cache_dir=self.settings.cache_dir,
                     device=self.settings.device,
+                    dtype=self.settings.dtype,
                     max_batch_size=self.settings.max_batch_size,
                 )
             self.backends.append(self._model)
         return self._model
+
+    def base_backend(self, model: str) -> Backend:
+        """Another base model than the settings' one (``model:PATH_OR_ID``), served in-process
+        whatever SPARRING_BACKEND says: one backend per model, shared by the seats that name it."""
+        if model == self.settings.model:
+            return self.model_backend()
+        if model not in self._bases:
+            from graphs.policies.inprocess import InProcessBackend
+
+            self._bases[model] = InProcessBackend.from_pretrained(
+                model, cache_dir=self.settings.cache_dir, device=self.settings.device,
+                dtype=self.settings.dtype, max_batch_size=self.settings.max_batch_size,
+            )
+            self.backends.append(self._bases[model])
+        return self._bases[model]
 
     def hosted_backend(self, model: str) -> Backend:
         """The OpenAI-compatible API of the settings, serving ``model`` (one backend per model)."""
@@ -128,6 +198,9 @@ class PolicyFactory:
         )
 
     async def policy(self, seat: str, spec: str) -> Policy:
+        if parse_draw(spec) is not None:  # app.seat_draws resolves these for play and retrain
+            raise SeatSpecError(f"seat {seat} ({spec}): a pool or schedule changes policy from episode to episode, "
+                                "and this command plays fixed policies; name one of its members instead")
         if spec.startswith("scripted:"):
             from graphs.policies.scripted import scripted_bot
 
@@ -136,6 +209,14 @@ class PolicyFactory:
             return Policy(backend, self.sampling)
         if spec.startswith("openai:"):
             return Policy(self.hosted_backend(spec.removeprefix("openai:")), self.sampling)
+        base = other_base_model(spec)
+        if base is not None:
+            from graphs.policies.models import ModelLoadError
+
+            try:
+                return Policy(self.base_backend(base), self.sampling)
+            except ModelLoadError as exc:  # before anything is played: name the seat
+                raise ModelLoadError(f"seat {seat} ({spec}): cannot load its base model: {exc}") from exc
         adapter = await self._adapter(seat, spec.removeprefix("model").removeprefix(":") or None)
         return Policy(self.model_backend(), self.sampling, adapter=adapter)
 

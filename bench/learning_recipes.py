@@ -43,7 +43,8 @@ from storage.recorder import Recorder  # noqa: E402
 from storage.records import RunRecord  # noqa: E402
 from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot  # noqa: E402
 from training.evaluator import Evaluator  # noqa: E402
-from training.jobs import run_training_job, trainer_for  # noqa: E402
+from training.jobs import run_training_job  # noqa: E402
+from training.trainers.kinds import trainer_kind  # noqa: E402
 from training.registry import AdapterRecord  # noqa: E402
 
 RECIPES = ("sft", "dpo", "dpo-nll", "ppo", "grpo", "sft-dpo")
@@ -158,7 +159,7 @@ def train_recipe(engine, recipe, args, settings, train_tasks, critic, workdir,
     """Run a recipe's stages in order, each continuing from the previous one's adapter."""
     parent, rows_used, steps, seconds = None, 0, 0, 0.0
     for stage in STAGES[recipe]:
-        _, config_type = trainer_for(stage.kind)
+        config_type = trainer_kind(stage.kind).config_type
         config = config_type(model=settings.model, device=settings.device, seed=settings.seed,
                              num_train_epochs=args.epochs, max_seconds=args.budget * stage.share,
                              **stage.overrides)

@@ -7,7 +7,8 @@ end merged into one row), with JSON columns serialized as SQLAlchemy's JSON type
 timestamps as each database stores them. A store is created by ``open_store`` (the real
 migrations, so the real indexes), then filled with ``executemany`` (SQLite) or ``COPY``
 (PostgreSQL, then VACUUM ANALYZE as autovacuum would do) one run at a time, its secondary
-indexes built at the end.
+indexes built at the end (on PostgreSQL also migration 0003's full-text index: one GIN build
+over 1M turns is much cheaper than keeping it up to date row by row).
 
 ``cached_sqlite_store`` keeps one file per size, seed, generator and schema version under
 the cache folder (``$SPARRING_CACHE_DIR/bench``), so reruns skip the load; ``postgres_store``
@@ -25,13 +26,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from app.settings import load_settings
 from bench.common import fresh_postgres_database, note, postgres_server, progress
 from bench.synthetic_records import GENERATOR_VERSION, SyntheticRun, synthetic_runs
 from storage.engine import open_store
 from storage.migrate import head_revision
+from storage.migration_only import MIGRATION_ONLY_INDEXES
 from storage.models import Base
 from storage.records import EpisodeEnd, JudgmentRecord, RewardRecord, TurnRecord
 
@@ -154,6 +156,7 @@ def load_store(url: str, n_turns: int, *, seed: int = 0) -> LoadedStore:
         with engine.begin() as conn:
             for index in indexes:
                 index.drop(conn)
+            rebuild = _drop_migration_only_indexes(conn)
         with progress(f"loading {n_turns:,} synthetic turns", n_turns) as advance:
             for run in _loaded_runs(engine, synthetic_runs(n_turns, seed=seed)):
                 turns, episodes = turns + run.turns, episodes + len(run.episodes)
@@ -162,10 +165,26 @@ def load_store(url: str, n_turns: int, *, seed: int = 0) -> LoadedStore:
         with engine.begin() as conn:
             for index in indexes:
                 index.create(conn)
+            for statement in rebuild:
+                conn.exec_driver_sql(statement)
         _settle(engine)
     finally:
         engine.dispose()
     return LoadedStore(url, turns, episodes)
+
+
+def _drop_migration_only_indexes(conn: Any) -> list[str]:
+    """PostgreSQL: drop the indexes only migrations create (storage.migration_only); returns
+    the statements that build them again. SQLite's search index is a table its triggers fill."""
+    if conn.dialect.name != "postgresql":
+        return []
+    found = conn.execute(
+        text("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = ANY(:names)"),
+        {"names": sorted(MIGRATION_ONLY_INDEXES)},
+    ).all()
+    for name, _ in found:
+        conn.exec_driver_sql(f'DROP INDEX "{name}"')
+    return [definition for _, definition in found]
 
 
 def _loaded_runs(engine: Engine, runs: Iterable[SyntheticRun]) -> Iterator[SyntheticRun]:

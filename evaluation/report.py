@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Engine, make_url, select
 
 from evaluation.plots import metric_panels
+from evaluation.ratings import Ladder, ladders
 from evaluation.stats import Estimate
 from storage.models import Run
 
@@ -88,10 +89,12 @@ class Series:
 class StoreReport:
     series: list[Series]
     rounds: list[dict[str, Any]]
+    ladders: list[Ladder] = field(default_factory=list)
+    """the ratings of each game's players (``evaluation.ratings``), when it has rated games"""
 
     @property
     def empty(self) -> bool:
-        return not self.series and not self.rounds
+        return not self.series and not self.rounds and not self.ladders
 
 
 def policies_name(policies: dict[str, str]) -> str:
@@ -122,7 +125,7 @@ def read_report(engine: Engine) -> StoreReport:
             _add(one, point)
         elif "roles" in summary and "round" in summary:
             rounds.extend(_round_rows(run_id, started_at, summary))
-    return StoreReport([s for s in series.values() if s.points], rounds)
+    return StoreReport([s for s in series.values() if s.points], rounds, ladders(engine))
 
 
 def _add(series: Series, point: Point) -> None:
@@ -202,6 +205,15 @@ def write_page(report: StoreReport, out_dir: Path, *, store: str) -> Path:
                 for r in report.rounds]
         sections.append("<h2>Retrain rounds</h2>\n" + _html_table(
             rows, caption="change: the gated candidate minus the active version on the gate metric, paired by task"))
+    if report.ladders:
+        from evaluation.ladder_plot import ladder_plot
+
+        png = ladder_plot(report.ladders, out_dir / "ratings.png")
+        sections.append(f"<h2>Ratings</h2>\n<img src=\"{png.name}\" alt=\"each policy's rating and its score against "
+                        "a reference opponent, with 95% intervals\">\n"
+                        + "".join(_html_table(ladder.table(), caption=f"{ladder.game}: {ladder.games} rated games; "
+                                              f"vs reference: score against {ladder.reference or '-'} (ties half)")
+                                  for ladder in report.ladders))
     page = out_dir / PAGE
     page.write_text(_PAGE.format(store=_e(store), sections="\n".join(sections)), encoding="utf-8")
     return page

@@ -136,9 +136,13 @@ class EpisodeContext:
         rationale: str,
         judge_turn_id: str | None = None,
         judge_policy: str | None = None,
+        rubric: str | None = None,
+        score: float | None = None,
+        scored_seat: str | None = None,
     ) -> None:
         """``judge_policy`` names what judged when it was not the judge seat's policy (a
-        rule-based verifier); by default the seat's policy label."""
+        rule-based verifier); by default the seat's policy label. ``rubric`` names what was
+        judged; ``score`` is that rubric's score of ``scored_seat`` when the judge scores."""
         if judge_policy is None:
             judge_policy = self.policies[judge_seat].label if judge_seat in self.policies else judge_seat
         self.sink.judgment(
@@ -152,5 +156,8 @@ class EpisodeContext:
                 rejected_turn_id=rejected_turn_id,
                 rationale=rationale,
                 judge_turn_id=judge_turn_id,
+                rubric=rubric,
+                score=score,
+                scored_seat=scored_seat,
             )
         )

@@ -13,7 +13,7 @@ named by module and imported only when the game is played.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +21,14 @@ from graphs.credit import DEFAULT_CREDIT, CreditRule
 from graphs.options import GameOptions, make_options, option_fields
 from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind
-from graphs.tasks.base import Task
+from graphs.tasks import MATH_TASKS
+from graphs.tasks.base import Task, TaskSource
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from evaluation.run_metrics import RunMetrics
+    from graphs.policies.scripted import Bot
 
 
 class GameContractError(ValueError):
@@ -99,6 +101,15 @@ class GameSpec:
     """how a learner seat practises alone in `sparring retrain` (None: the game has no solo practice)"""
     balanced_seats: frozenset[str] = frozenset()
     """learner seats whose SFT rows are balanced across their parsed labels (judge-like seats)"""
+    tasks: TaskSource = MATH_TASKS
+    """where the game's tasks come from (`--tasks` specs it accepts, its default, its loader)"""
+    seats_in_play: Callable[[Any], Collection[str]] | None = None
+    """(the game's options) -> the seats that play under them, for a game whose options say how
+    many seats play (discussion's --agents); the others need no policy and are not recorded on
+    its episodes. None: every seat plays."""
+    bots: Mapping[str, Bot] = field(default_factory=dict)
+    """scripted bots the game contributes for its context seats (name -> bot), reachable as
+    ``--seat SEAT=scripted:NAME`` and as practice stand-ins (``graphs.policies.scripted.known_bots``)"""
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.seats]
@@ -118,6 +129,10 @@ class GameSpec:
             option_fields(self.options)
         except TypeError as exc:
             problems.append(str(exc))
+        else:
+            if self.seats_in_play is not None:
+                problems += [f"seats_in_play names {n!r}, which is not a seat"
+                             for n in self.seats_in_play(self.options()) if n not in names]
         if problems:
             raise GameContractError(f"game {self.name!r}: {'; '.join(problems)}")
 
@@ -126,6 +141,13 @@ class GameSpec:
             if seat.name == name:
                 return seat
         raise KeyError(f"game {self.name!r} has no seat {name!r}; its seats: {', '.join(s.name for s in self.seats)}")
+
+    def playing_seats(self, options: GameOptions) -> tuple[Seat, ...]:
+        """The seats that play under ``options``, in the game's order."""
+        if self.seats_in_play is None:
+            return self.seats
+        playing = set(self.seats_in_play(options))
+        return tuple(seat for seat in self.seats if seat.name in playing)
 
     def build(self) -> Any:
         """The compiled graph (imports the game's graph module, hence LangGraph, on first use)."""

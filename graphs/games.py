@@ -15,6 +15,12 @@ from graphs.game import GameSpec
 GAME_MODULES = (
     "graphs.math_reflection.game",
     "graphs.debate.game",
+    "graphs.negotiation.game",
+    "graphs.ensemble.game",
+    "graphs.discussion.game",
+    "graphs.story.game",
+    "graphs.retrieval.game",
+    "graphs.code_debug.game",
 )
 EXTRA_GAMES_ENV = "SPARRING_GAMES"
 

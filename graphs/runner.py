@@ -13,7 +13,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from graphs.context import EpisodeContext, GameOptions
 from graphs.games import GameSpec
@@ -21,6 +21,14 @@ from graphs.policies.policy import Policy
 from graphs.tasks.base import Task
 from storage.redact import redact
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, RecordSink
+
+
+@runtime_checkable
+class PerEpisode(Protocol):
+    """Policies that change from episode to episode (``graphs.policies.pools.EpisodePolicies``):
+    asked with each episode's seed, so its draw does not depend on which episode starts first."""
+
+    def for_episode(self, seed: int) -> Mapping[str, Policy]: ...
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,8 @@ async def play_episode(
             split=task.split,
             difficulty=task.difficulty,
             seed=seed,
-            seats={s.name: policies[s.name].label if s.name in policies else "verifier" for s in game.seats},
+            seats={s.name: policies[s.name].label if s.name in policies else "verifier"
+                   for s in game.playing_seats(options)},
             task=task.to_dict(),
         )
     )
@@ -140,7 +149,8 @@ async def play(
     """Play one episode per task, at most ``concurrency`` at a time.
 
     ``policies`` may be a function: it is called as each episode starts, so a deploy during
-    the run changes the policies of new episodes while running ones keep theirs.
+    the run changes the policies of new episodes while running ones keep theirs; one that is
+    also ``PerEpisode`` is asked ``for_episode(seed)`` with each episode's seed instead.
     ``keep_going`` is asked as each episode is about to start: once it says False, no more
     start (running ones finish) and the report holds the episodes played. ``options``: the
     game's own options (``game.make_options(...)``), its defaults when None.
@@ -149,9 +159,10 @@ async def play(
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     options = game.make_options() if options is None else game.check_options(options)
     current = policies if callable(policies) else lambda: policies
-    missing = [s.name for s in game.seats if s.kind != "judge" and s.name not in current()]
+    missing = [s.name for s in game.playing_seats(options) if s.kind != "judge" and s.name not in current()]
     if missing:
         raise ValueError(f"game {game.name!r} needs a policy for seat(s) {', '.join(missing)}")
+    choose = policies.for_episode if isinstance(policies, PerEpisode) else lambda _seed: current()
     graph = game.build()
     gate = asyncio.Semaphore(concurrency)
     started = time.perf_counter()
@@ -161,7 +172,7 @@ async def play(
             if keep_going is not None and not keep_going():
                 return None
             summary = await play_episode(
-                game, graph, task, current(), sink,
+                game, graph, task, choose(seed + i), sink,
                 seed=seed + i, options=options, run_id=run_id, timeout_s=timeout_s,
             )
         if on_episode:

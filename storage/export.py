@@ -2,7 +2,15 @@
 
 Two levels: ``episodes`` (one object per episode with its turns, rewards and judgments
 nested, as ``queries.get_episode`` returns it) and ``turns`` (one flat row per turn with its
-episode's columns, as ``queries.iter_turns`` yields it).
+episode's columns, as ``queries.iter_turns`` yields it, and its rewards as columns).
+
+A turn's rewards are one float column per reward name the exported turns have, named
+``reward_<name>`` (``reward_correct``, ``reward_win``), null where a turn has none of that
+name; of several events of one name on a turn, the last counts (as dataset builders read
+them). Plain columns rather than one map column: ``df["reward_correct"].mean()`` and
+``dataset.filter(lambda t: t["reward_win"] == 1)`` work as they are, where a map column
+comes to pandas as lists of key/value pairs. The names are read before the rows, so every
+row and every Parquet chunk of one export has the same columns.
 
 JSONL keeps every value as logged, timestamps as ISO 8601 strings. Parquet and datasets use
 a fixed Arrow schema, so that chunks and exports line up: free-form objects (task, seats,
@@ -23,15 +31,17 @@ from typing import Any, Literal
 import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
-from storage.queries import EpisodeFilter, iter_episodes, iter_turns
+from storage.models import Reward
+from storage.queries import EpisodeFilter, iter_episodes, iter_turns, turn_reward_names
 
 Format = Literal["jsonl", "parquet"]
 Level = Literal["episodes", "turns"]
 FORMATS: tuple[Format, ...] = ("jsonl", "parquet")
 LEVELS: tuple[Level, ...] = ("episodes", "turns")
 CHUNK_ROWS = {"episodes": 200, "turns": 1000}
+REWARD_PREFIX = "reward_"
 
 _TS = pa.timestamp("us", tz="UTC")
 _MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -87,6 +97,9 @@ _JUDGMENT = pa.struct(
         ("preferred_turn_id", pa.string()),
         ("rejected_turn_id", pa.string()),
         ("rationale", pa.string()),
+        ("rubric", pa.string()),
+        ("score", pa.float64()),
+        ("scored_seat", pa.string()),
         ("created_at", _TS),
     ]
 )
@@ -126,6 +139,7 @@ EPISODES_SCHEMA = pa.schema(
     ]
 )
 SCHEMAS: dict[Level, pa.Schema] = {"episodes": EPISODES_SCHEMA, "turns": TURNS_SCHEMA}
+"""The fixed columns; a turns export adds one ``reward_<name>`` column per reward name."""
 
 
 def export(engine: Engine, flt: EpisodeFilter | None, path: str | Path, *, fmt: Format, level: Level) -> int:
@@ -139,7 +153,8 @@ def export(engine: Engine, flt: EpisodeFilter | None, path: str | Path, *, fmt: 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     try:
-        count = (_write_jsonl if fmt == "jsonl" else _write_parquet)(_rows(engine, flt, level), partial, level)
+        rows, schema = _rows(engine, flt, level)
+        count = _write_jsonl(rows, partial, level) if fmt == "jsonl" else _write_parquet(rows, schema, partial, level)
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
@@ -152,8 +167,9 @@ def to_dataset(engine: Engine, flt: EpisodeFilter | None = None, level: Level = 
     For more rows than fit in memory, export to Parquet and load that file instead.
     """
     _check_choice("level", level, LEVELS)
-    batches = [_record_batch(chunk, level) for chunk in _chunks(_rows(engine, flt, level), CHUNK_ROWS[level])]
-    return datasets.Dataset(pa.Table.from_batches(batches, schema=SCHEMAS[level]))
+    rows, schema = _rows(engine, flt, level)
+    batches = [_record_batch(chunk, schema, level) for chunk in _chunks(rows, CHUNK_ROWS[level])]
+    return datasets.Dataset(pa.Table.from_batches(batches, schema=schema))
 
 
 def _chunks(rows: Iterable[dict[str, Any]], size: int) -> Iterator[tuple[dict[str, Any], ...]]:
@@ -168,10 +184,33 @@ def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
-def _rows(engine: Engine, flt: EpisodeFilter | None, level: Level) -> Iterator[dict[str, Any]]:
+def _rows(engine: Engine, flt: EpisodeFilter | None, level: Level) -> tuple[Iterator[dict[str, Any]], pa.Schema]:
+    """The rows to export and their Arrow schema."""
     if level == "episodes":
-        return iter_episodes(engine, flt, chunk_size=CHUNK_ROWS[level])
-    return iter_turns(engine, flt, chunk_size=CHUNK_ROWS[level])
+        return iter_episodes(engine, flt, chunk_size=CHUNK_ROWS[level]), EPISODES_SCHEMA
+    names = turn_reward_names(engine, flt)
+    columns = [f"{REWARD_PREFIX}{name}" for name in names]
+    schema = pa.schema([*TURNS_SCHEMA, *(pa.field(column, pa.float64()) for column in columns)])
+    return _with_rewards(engine, iter_turns(engine, flt, chunk_size=CHUNK_ROWS[level]), names), schema
+
+
+def _with_rewards(engine: Engine, turns: Iterable[dict[str, Any]], names: list[str]) -> Iterator[dict[str, Any]]:
+    """Each turn with a ``reward_<name>`` key per name (None where it has no such reward),
+    read a chunk of turns at a time."""
+    for chunk in _chunks(turns, CHUNK_ROWS["turns"]):
+        given: dict[str, dict[str, float]] = {}
+        if names:
+            query = (
+                select(Reward.turn_id, Reward.name, Reward.value)
+                .where(Reward.turn_id.in_([turn["turn_id"] for turn in chunk]))
+                .order_by(Reward.id)
+            )
+            with engine.connect() as conn:
+                for turn_id, name, value in conn.execute(query):
+                    given.setdefault(turn_id, {})[name] = value  # the last event of a name counts
+        for turn in chunk:
+            rewards = given.get(turn["turn_id"], {})
+            yield {**turn, **{f"{REWARD_PREFIX}{name}": rewards.get(name) for name in names}}
 
 
 def _write_jsonl(rows: Iterable[dict[str, Any]], path: Path, level: Level) -> int:
@@ -189,21 +228,21 @@ def _json_default(value: object) -> str:
     raise TypeError(f"cannot write a {type(value).__name__} to JSON")
 
 
-def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, level: Level) -> int:
+def _write_parquet(rows: Iterable[dict[str, Any]], schema: pa.Schema, path: Path, level: Level) -> int:
     count = 0
-    with pq.ParquetWriter(path, SCHEMAS[level]) as writer:
+    with pq.ParquetWriter(path, schema) as writer:
         for chunk in _chunks(rows, CHUNK_ROWS[level]):
-            writer.write_batch(_record_batch(chunk, level))
+            writer.write_batch(_record_batch(chunk, schema, level))
             count += len(chunk)
     return count
 
 
-def _record_batch(chunk: tuple[dict[str, Any], ...], level: Level) -> pa.RecordBatch:
+def _record_batch(chunk: tuple[dict[str, Any], ...], schema: pa.Schema, level: Level) -> pa.RecordBatch:
     if level == "episodes":
         rows = [_episode_for_arrow(row) for row in chunk]
     else:
         rows = [_with_json(row, ("sampling",)) for row in chunk]
-    return pa.RecordBatch.from_pylist(rows, schema=SCHEMAS[level])
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
 def _episode_for_arrow(episode: dict[str, Any]) -> dict[str, Any]:

@@ -236,7 +236,8 @@ class Reward(Base):
 
 
 class Judgment(Base):
-    """A judge's preference between two sides of an episode (a tie when no winner)."""
+    """A judge's verdict on an episode: a preference between two sides (a tie when no winner),
+    or a score of one side (``scored_seat``) on a named rubric, or both."""
 
     __tablename__ = "judgments"
     __table_args__ = (Index(None, "episode_id"), Index(None, "judge_seat", "created_at"))
@@ -251,6 +252,11 @@ class Judgment(Base):
     preferred_turn_id: Mapped[str | None] = mapped_column(ID, ForeignKey("turns.id", ondelete="SET NULL"))
     rejected_turn_id: Mapped[str | None] = mapped_column(ID, ForeignKey("turns.id", ondelete="SET NULL"))
     rationale: Mapped[str] = mapped_column(Text)
+    rubric: Mapped[str | None]
+    """what was judged ("correctness", "fairness", "consistency", ...); None in judgments before 0004"""
+    score: Mapped[float | None]
+    """the rubric's score of ``scored_seat`` (or of the episode when no seat is named), when it scores"""
+    scored_seat: Mapped[str | None]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -317,6 +323,8 @@ class TrainingJob(Base):
     """the adapter version the job produced"""
     config: Mapped[dict[str, Any]]
     metrics: Mapped[dict[str, Any] | None]
+    history: Mapped[list[Any] | None]
+    """the trainer's log entries (loss, learning rate, reward margins... per step), kept while it trains"""
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     """when the job was queued"""

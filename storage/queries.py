@@ -289,6 +289,13 @@ def iter_turns(
                 yield row._asdict()
 
 
+def turn_reward_names(engine: Engine, flt: EpisodeFilter | None = None) -> list[str]:
+    """The names of the rewards given to the turns ``iter_turns`` yields for ``flt``, sorted."""
+    turn_ids = _turn_select(flt or EpisodeFilter()).with_only_columns(_T.c.id).order_by(None)
+    with engine.connect() as conn:
+        return list(conn.scalars(select(_R.c.name).where(_R.c.turn_id.in_(turn_ids)).distinct().order_by(_R.c.name)))
+
+
 def _turn_select(flt: EpisodeFilter) -> Select[Any]:
     c = _conditions(flt)
     episode_columns = [

@@ -105,7 +105,8 @@ class RewardRecord:
 
 @dataclass
 class JudgmentRecord:
-    """A judge's preference between two sides (tie when no winner)."""
+    """A judge's preference between two sides (tie when no winner) and/or its score of one
+    side on a rubric."""
 
     episode_id: str
     judge_seat: str
@@ -116,6 +117,9 @@ class JudgmentRecord:
     rejected_turn_id: str | None
     rationale: str
     judge_turn_id: str | None = None
+    rubric: str | None = None
+    score: float | None = None
+    scored_seat: str | None = None
     created_at: datetime = field(default_factory=utcnow)
 
 

@@ -149,6 +149,9 @@ def to_rows(records: list[Any]) -> Rows:
                     "preferred_turn_id": r.preferred_turn_id,
                     "rejected_turn_id": r.rejected_turn_id,
                     "rationale": r.rationale,
+                    "rubric": r.rubric,
+                    "score": r.score,
+                    "scored_seat": r.scored_seat,
                     "created_at": r.created_at,
                 }
             )

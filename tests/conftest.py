@@ -45,6 +45,16 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def url(store_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """An empty store on each backend that CLI commands run in this process use (settings by
+    environment, no default seats), with its own data folder."""
+    monkeypatch.setenv("SPARRING_DATABASE_URL", store_url)
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SPARRING_SEATS", "{}")
+    return store_url
+
+
+@pytest.fixture
 def store(store_url: str) -> Iterator[Engine]:
     """An open, migrated store on each backend."""
     engine = open_store(store_url)

@@ -10,6 +10,7 @@ reward, credit rule, metrics, gate metric and first prompt are all its own.
 from __future__ import annotations
 
 import operator
+import random
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -26,7 +27,8 @@ from graphs.judges.verifier import is_correct
 from graphs.options import GameOptions
 from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind
-from graphs.tasks.base import Task
+from graphs.tasks import MATH_TASKS
+from graphs.tasks.base import Task, TaskSource
 from storage.models import Base
 from storage.queries import in_run
 
@@ -114,6 +116,17 @@ def quiz_metrics(engine: Engine, run_id: str) -> RunMetrics:
     })
 
 
+def quiz_tasks(spec: str, *, n: int | None, seed: int, split: str | None = None) -> list[Task]:
+    """The quiz's own task source: 'quiz' makes sums a + b with a, b < 10 (train: a even,
+    heldout: a odd), shuffled by seed; any other spec is a math task source."""
+    if spec != "quiz":
+        return MATH_TASKS.load(spec, n=n, seed=seed, split=split)
+    split = split or "train"
+    pairs = [(a, b) for a in range(10) for b in range(10) if a % 2 == (split != "train")]
+    random.Random(seed).shuffle(pairs)
+    return [Task(f"quiz-{split}-{a}-{b}", f"What is {a} + {b}?", str(a + b), "quiz", split) for a, b in pairs[:n]]
+
+
 GAME = GameSpec(
     name="quiz",
     description="A solver answers a question, with more attempts when told it was wrong.",
@@ -127,4 +140,6 @@ GAME = GameSpec(
     metrics=quiz_metrics,
     gate_metrics={"solver": GateMetric("quiz_first_try")},
     first_prompt=first_prompt,
+    tasks=TaskSource(default="quiz", accepted="'quiz', or a math task source", load=quiz_tasks,
+                     default_split=lambda spec: "train" if spec == "quiz" else MATH_TASKS.default_split(spec)),
 )

@@ -76,7 +76,7 @@ def test_one_retrain_round_on_the_bundled_model(tmp_path, monkeypatch):
     assert seeded.exit_code == 0, seeded.output
     as_model_turns(url, "actor", "critic")  # as a model that answers this well would have left them
     result = runner.invoke(app, [
-        "retrain", "--once", "--tasks", str(tasks), "--practice", "8", "--every-episodes", "8", "--samples", "4",
+        "retrain", "--once", "--tasks", str(tasks), "--min-rows", "1", "--practice", "8", "--every-episodes", "8", "--samples", "4",
         "-c", "8",
         "--eval-tasks", "4", "--turns", "1", "--max-new-tokens", "32", "--max-steps", "2", "--margin", "1",
         "--format", "json",

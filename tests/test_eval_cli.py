@@ -23,14 +23,6 @@ SCRIPTED = ("--seat", "actor=scripted:calculator", "--seat", "critic=scripted:al
 
 
 
-@pytest.fixture
-def url(store_url, monkeypatch, tmp_path):
-    monkeypatch.setenv("SPARRING_DATABASE_URL", store_url)
-    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SPARRING_SEATS", "{}")
-    return store_url
-
-
 def cli(*args: str) -> str:
     result = runner.invoke(app, list(args))
     assert result.exit_code == 0, result.output

@@ -133,5 +133,9 @@ def test_sparring_eval_plays_the_game_with_its_own_option(tmp_path, sums):
     assert done.returncode == 0, done.stderr
     metrics = {row["metric"]: row for row in json.loads(done.stdout)}
     assert (metrics["quiz_first_try"]["value"], metrics["quiz_first_try"]["n"]) == (1.0, 8)
+    own = subprocess.run([*args[:6], "-n", "6", *args[10:]], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)  # no --tasks: the game's own task source
+    assert own.returncode == 0, own.stderr
+    assert {row["metric"]: row["n"] for row in json.loads(own.stdout)}["quiz_first_try"] == 6
     assert "--attempts" in subprocess.run([*args[:4], "--help"], env={**env, "COLUMNS": "200"}, cwd=ROOT,
                                           capture_output=True, text=True, timeout=300).stdout

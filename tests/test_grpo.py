@@ -23,7 +23,7 @@ from graphs.policies.scripted import scripted_bot
 from graphs.tasks.base import Task
 from storage.records import EpisodeStatus
 from training.trainers import GRPOTrainingConfig, LoraSettings, TrainerError, read_metadata, train_grpo
-from training.trainers.adapters import ADAPTER_WEIGHTS
+from training.adapter_files import WEIGHTS_FILE
 from training.trainers.grpo import training_model_name
 
 TASKS = [
@@ -76,7 +76,7 @@ def test_grpo_trains_the_actor_on_logged_game_rollouts(tmp_path: Path, base_dir:
         progress=lambda step, total: calls.append((step, total)),
     )
     # the adapter moved (a fresh one starts with lora_B = 0), the base model folder did not
-    saved = load_file(result.adapter_dir / ADAPTER_WEIGHTS)
+    saved = load_file(result.adapter_dir / WEIGHTS_FILE)
     assert saved and all("lora_" in name for name in saved)
     assert any(t.abs().sum() > 0 for name, t in saved.items() if "lora_B" in name)
     assert digest(base_dir) == before

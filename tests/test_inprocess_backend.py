@@ -821,3 +821,37 @@ def test_a_free_part_ended_by_eos_or_a_stop_string_still_gets_its_final_line(bac
     model.generation_config.eos_token_id = [model.generation_config.eos_token_id, full.completion_token_ids[k]]
     ended = final_request(PROMPTS[2], final, replace(GREEDY, max_new_tokens=20))
     check(ended, backend.tokenizer.decode(full.completion_token_ids[:k]))
+
+
+def test_a_bfloat16_model_serves_adapters_unmerged_so_a_small_update_is_not_rounded_away(
+    tokenizer, adapter_dirs
+) -> None:
+    """bfloat16 keeps 8 bits of mantissa: merging a small LoRA update into its weights would
+    round much of it away. A bfloat16 backend serves adapters unmerged, and its adapter's
+    output matches PEFT's own (unmerged) forward on the same bfloat16 model."""
+    model = tiny_model(tokenizer).to(torch.bfloat16)
+    backend = InProcessBackend(model, tokenizer, model_name="tiny")
+    try:
+        assert backend.precision == "bfloat16"
+        asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
+        served = one(backend, PROMPTS[0], adapter="a")
+        base = one(backend, PROMPTS[0])
+        assert backend._merger is None
+    finally:
+        asyncio.run(backend.aclose())
+    reference = PeftModel.from_pretrained(tiny_model(tokenizer).to(torch.bfloat16), str(adapter_dirs["a"]))
+    ids = torch.tensor([served.prompt_token_ids])
+    with torch.inference_mode():
+        expected = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                      max_new_tokens=GREEDY.max_new_tokens, pad_token_id=tokenizer.pad_token_id)
+    assert served.completion_token_ids == expected[0, ids.shape[1]:].tolist()[: len(served.completion_token_ids)]
+    assert served.completion_token_ids != base.completion_token_ids
+
+
+def test_auto_precision_is_bfloat16_only_for_serving_on_a_cpu_that_has_it() -> None:
+    from graphs.policies.models import native_bf16_cpu, resolve_dtype
+
+    cpu = torch.device("cpu")
+    assert resolve_dtype("auto", cpu) == torch.float32  # training on a CPU
+    assert resolve_dtype("auto", cpu, serving=True) == (torch.bfloat16 if native_bf16_cpu() else torch.float32)
+    assert resolve_dtype("float32", cpu, serving=True) == torch.float32

@@ -103,7 +103,14 @@ def test_retrain_round_trains_gates_and_reports(env):
     cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
     as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor", "critic")
-    out = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0",
+    few = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--every-episodes", "2", "--samples", "2",
+              "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--min-rows", "1000", "--no-report",
+              "--format", "json")
+    skipped = json.loads(few.strip().splitlines()[-1])
+    assert [(r["status"], r["candidate"]) for r in skipped] == [("skipped", None)] * 2, skipped
+    assert all("fewer than min_rows 1000" in r["detail"] and r["rows"] > 0 for r in skipped), skipped
+    # the rows a skipped round did not train on are read again by the next round
+    out = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--min-rows", "1",
               "--every-episodes", "4", "--samples", "2",
               "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1", "--format", "json")
     rounds, report = (json.loads(line) for line in out.strip().splitlines()[-2:])
@@ -122,7 +129,7 @@ def test_retrain_round_trains_gates_and_reports(env):
     engine = open_store(f"sqlite:///{env / 'loop.db'}")
     with engine.connect() as conn:
         earlier = set(conn.execute(select(Episode.id)).scalars())
-    again = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0",
+    again = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--min-rows", "1",
                 "--every-episodes", "4", "--samples", "2",
                 "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1",
                 "--no-report", "--format", "json")
@@ -150,7 +157,7 @@ def test_train_grpo_plays_the_game_and_publishes_a_candidate(env):
 
 
 def test_every_minutes_ends_the_play_phase_early(env):
-    out = cli("retrain", "--once", "--practice", "0", "--roles", "actor",
+    out = cli("retrain", "--once", "--practice", "0", "--min-rows", "1", "--roles", "actor",
               "--every-episodes", "40", "--samples", "1", "-c", "4",
               "--every-minutes", "0.0001", "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4",
               "--max-steps", "1", "--no-report", "--format", "json")
@@ -162,7 +169,8 @@ def test_ctrl_c_during_retrain_keeps_what_was_committed(env):
     """A real SIGINT to a `sparring retrain` process while it plays: exit 130, the round's run
     marked interrupted, no episode left running, every episode committed before still there."""
     url = f"sqlite:///{env / 'loop.db'}"
-    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--roles", "actor",
+    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--min-rows", "1",
+               "--roles", "actor",
                "--every-episodes", "400",
                "--samples", "1", "-c", "2", "--turns", "3", "--max-new-tokens", "48", "--no-report",
                "--seat", "critic=scripted:always-incorrect"]
@@ -198,7 +206,8 @@ def test_ctrl_c_while_retrain_trains_stops_the_trainer_process_at_once(env):
     cli("play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(tasks), "--split", "train",
         "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
     as_model_turns(f"sqlite:///{env / 'loop.db'}", "actor")
-    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--roles", "actor",
+    command = [sys.executable, "-m", "app.cli", "retrain", "--once", "--practice", "0", "--min-rows", "1",
+               "--roles", "actor",
                "--tasks", str(tasks),
                "--every-episodes", "2", "--samples", "1", "-c", "2", "--turns", "1", "--max-new-tokens", "4",
                "--max-steps", "100000", "--no-report", "--seat", "critic=scripted:always-correct"]
@@ -269,7 +278,7 @@ def test_retrain_practice_gives_the_actor_solo_attempts_before_the_full_episodes
     tasks = env / "sums.jsonl"
     tasks.write_text("".join(json.dumps({"question": f"What is {a} + 1?", "answer": f"#### {a + 1}"}) + "\n"
                              for a in range(16)))
-    out = cli("retrain", "--tasks", str(tasks), "--once", "--roles", "actor", "--practice", "6",
+    out = cli("retrain", "--tasks", str(tasks), "--once", "--roles", "actor", "--practice", "6", "--min-rows", "1",
               "--practice-samples", "3", "--every-episodes", "4", "--samples", "2", "-c", "4", "--eval-tasks", "2",
               "--turns", "2", "--max-new-tokens", "4", "--max-steps", "1", "--no-report", "--format", "json")
     rounds = json.loads(out.strip().splitlines()[-1])

@@ -114,7 +114,8 @@ def test_adapters_keep_names_and_refuse_unknown_ones() -> None:
 
 
 def test_builtin_bots() -> None:
-    assert list(BOTS) == ["echo", "always-correct", "always-incorrect", "calculator", "stubborn"]
+    assert list(BOTS) == ["echo", "always-correct", "always-incorrect", "calculator", "stubborn", "agreeable",
+                          "contrarian"]
     assert scripted_bot("echo").model_name == "scripted:echo"
     assert ask(scripted_bot("echo"), "repeat me").text == "repeat me"
     assert parse_verdict(ask(scripted_bot("always-correct")).text) is True

@@ -7,12 +7,19 @@ index of migration 0003 filled for logs written before it.
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, make_url, select
 from typer.testing import CliRunner
 
 from app.cli import app as cli
@@ -236,6 +243,128 @@ def test_dead_database_is_503_and_the_server_recovers(tmp_path):
         assert client.get("/api/health").json() == {"status": "ok"}
 
 
+class _Proxy:
+    """A TCP proxy to a server that the test takes down (the port refuses connections and
+    every open one is cut, as when the database host dies) and brings back on the same port."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target, self.port = target, 0
+        self._up = threading.Event()
+        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        listener.settimeout(0.05)
+        self.port = listener.getsockname()[1]
+        self._up.set()
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def stop(self) -> None:
+        self._up.clear()
+        with self._lock:
+            for sock in self._sockets:
+                _close(sock)
+            self._sockets.clear()
+        time.sleep(0.2)  # the listener closes within one accept timeout
+
+    def _accept(self, listener: socket.socket) -> None:
+        with listener:
+            while self._up.is_set():
+                try:
+                    client, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                client.settimeout(None)
+                upstream = socket.create_connection(self.target)
+                with self._lock:
+                    self._sockets.update((client, upstream))
+                for source, sink in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            _close(source)
+            _close(sink)
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_postgres_going_down_is_503_with_the_cause_and_the_server_recovers(postgres_url: str, tmp_path):
+    """`sparring serve` (a real server process) reads PostgreSQL through a proxy that the
+    test takes down and brings back: the server answers 503 with the cause meanwhile, stays up,
+    and answers again once the database is reachable, without a restart."""
+    engine = open_store(postgres_url)
+    with Recorder(engine, batch_size=8, flush_interval_s=0.01) as recorder:
+        logged = record_episode(recorder)
+    engine.dispose()
+    url = make_url(postgres_url)
+    proxy = _Proxy((url.host or "127.0.0.1", url.port or 5432))
+    proxy.start()
+    port = _free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SPARRING_")}
+    environ["SPARRING_DATA_DIR"] = str(tmp_path / "data")
+    through_proxy = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    log = tmp_path / "serve.log"
+    serve = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--db", through_proxy]
+    with log.open("w") as output:
+        server = subprocess.Popen(serve, env=environ, stdout=output, stderr=subprocess.STDOUT)
+    http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)  # generous: a loaded test machine
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, log.read_text()
+            try:
+                if http.get("/api/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the server did not answer within 5 minutes"
+            time.sleep(0.2)
+        assert [e["id"] for e in http.get("/api/episodes").json()["items"]] == [logged.start.id]
+
+        proxy.stop()
+        for path in ("/api/episodes", f"/api/episodes/{logged.start.id}", "/api/health"):
+            down = http.get(path)
+            assert down.status_code == 503, (path, down.text)
+            detail = down.json()["detail"]
+            assert detail.startswith("the database is unavailable: OperationalError: ") and "refused" in detail
+        page = http.get("/")
+        assert page.status_code == 503 and "the database is unavailable" in page.text
+        assert server.poll() is None and "Traceback" not in log.read_text()  # still serving, quietly
+
+        proxy.start()  # the same port: the server's URL is unchanged
+        back = http.get("/api/episodes")
+        assert back.status_code == 200 and back.json()["total"] == 1
+        assert http.get("/api/health").json() == {"status": "ok"}
+        assert http.get("/").status_code == 200
+    finally:
+        http.close()
+        server.terminate()
+        server.wait(timeout=60)
+        proxy.stop()
+
+
 def test_search_index_covers_logs_written_before_it(store_url: str):
     """Upgrading a store that has logs fills the index; later turns are indexed as written."""
     from alembic import command
@@ -244,6 +373,7 @@ def test_search_index_covers_logs_written_before_it(store_url: str):
     with engine.begin() as conn:
         command.upgrade(alembic_config(connection=conn), "0002")
     with Recorder(engine, batch_size=8, flush_interval_s=0.01) as recorder:
+        recorder.judgment = lambda record: None  # judgments of today's shape need 0004's columns
         old = record_episode(recorder)
     upgrade_to_head(engine)
     with Recorder(engine, batch_size=8, flush_interval_s=0.01) as recorder:

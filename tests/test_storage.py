@@ -49,7 +49,7 @@ from storage.models import (
 from storage.orphans import ORPHAN_ERROR
 from storage.queries import EpisodeFilter, count_episodes_by_status, get_episode, iter_turns, list_episodes
 from storage.recorder import NullRecorder, Recorder, mark_orphans
-from storage.records import EpisodeStatus
+from storage.records import EpisodeStatus, RewardRecord
 
 # --- schema -------------------------------------------------------------------------------
 
@@ -72,7 +72,9 @@ def test_migrated_schema_matches_models(store_url: str) -> None:
     open_store(store_url).dispose()  # a second open finds the schema at head and changes nothing
     with engine.connect() as conn:
         diff = _schema_diff(conn)
-        assert current_revision(conn) == head_revision() == "0003"
+        newest = max(p.name.split("_")[0] for p in (Path(__file__).parents[1] / "storage/migrations/versions")
+                     .glob("[0-9]*.py"))
+        assert current_revision(conn) == head_revision() == newest
     # the allow-list hides objects that are there, and only those
     expected = MIGRATION_ONLY_TABLES if engine.dialect.name == "sqlite" else MIGRATION_ONLY_INDEXES
     assert _migration_only_objects(engine) == expected
@@ -175,6 +177,19 @@ def test_sqlite_connections_use_wal_and_foreign_keys(tmp_path: Path) -> None:
         pragmas = {name: conn.exec_driver_sql(f"PRAGMA {name}").scalar() for name in names}
     engine.dispose()
     assert pragmas == {"journal_mode": "wal", "foreign_keys": 1, "busy_timeout": 30000, "synchronous": 1}
+
+
+def test_postgres_connections_get_work_mem_for_search_and_keep_a_higher_one(postgres_url: str) -> None:
+    """Below 64 MB a search's bitmap of matching pages goes lossy at 1M turns (12 s instead of
+    0.9 s, bench/serve_pages.py); a connection asking for more keeps it."""
+    for url, expected in ((postgres_url, "64MB"), (f"{postgres_url}?options=-c%20work_mem%3D200MB", "200MB")):
+        engine = open_store(url)
+        try:
+            with engine.connect() as conn:
+                conn.rollback()  # the pool's reset does this too: the setting outlives transactions
+                assert conn.exec_driver_sql("SHOW work_mem").scalar() == expected
+        finally:
+            engine.dispose()
 
 
 # --- recorder -----------------------------------------------------------------------------
@@ -550,6 +565,36 @@ def test_export_parquet(store: Engine, played: dict[str, RecordedEpisode], tmp_p
 
     with pytest.raises(ValueError, match="fmt must be one of jsonl, parquet"):
         export(store, None, tmp_path / "x.csv", fmt="csv", level="turns")  # type: ignore[arg-type]
+
+
+def test_turn_exports_carry_each_turns_rewards_as_columns(
+    store: Engine, played: dict[str, RecordedEpisode], tmp_path: Path
+) -> None:
+    a, d = played["a"], played["d"]
+    with Recorder(store) as recorder:  # more reward events: another name, a re-judged turn, a whole episode's
+        recorder.reward(RewardRecord(d.start.id, "debater_b", "win", 1.0, d.turns[1].id, {}))
+        recorder.reward(RewardRecord(a.start.id, "actor", "correct", 0.25, a.turns[0].id, {"rejudged": True}))
+        recorder.reward(RewardRecord(a.start.id, "actor", "episode_bonus", 2.0, None, {}))
+    expected = {t.id: {"reward_correct": float(i % 2), "reward_win": None} for ep in played.values()
+                for i, t in enumerate(ep.turns)}
+    expected[d.turns[1].id]["reward_win"] = 1.0
+    expected[a.turns[0].id]["reward_correct"] = 0.25  # the last event of a name counts
+
+    export(store, None, tmp_path / "turns.jsonl", fmt="jsonl", level="turns")
+    export(store, None, tmp_path / "turns.parquet", fmt="parquet", level="turns")
+    jsonl = [json.loads(line) for line in (tmp_path / "turns.jsonl").read_text().splitlines()]
+    frame = pq.read_table(tmp_path / "turns.parquet").to_pandas()
+    for rows in (jsonl, frame.astype(object).where(frame.notna(), None).to_dict("records")):
+        assert {r["turn_id"]: {k: r[k] for k in ("reward_correct", "reward_win")} for r in rows} == expected
+    assert [c for c in frame.columns if c.startswith("reward_")] == ["reward_correct", "reward_win"]
+    assert frame["reward_correct"].dtype == "float64"  # a column pandas computes on as it is
+    assert frame.groupby("seat")["reward_win"].max()["debater_b"] == 1.0
+
+    actor_only = to_dataset(store, EpisodeFilter(seat="actor"))  # only the names the exported turns have
+    assert [c for c in actor_only.column_names if c.startswith("reward_")] == ["reward_correct"]
+    assert sorted(actor_only["reward_correct"]) == [0.0, 0.0, 0.0, 0.0, 0.25]
+    unrewarded = to_dataset(store, EpisodeFilter(game="chess"))
+    assert len(unrewarded) == 0 and not [c for c in unrewarded.column_names if c.startswith("reward_")]
 
 
 def test_to_dataset(store: Engine, played: dict[str, RecordedEpisode]) -> None:

@@ -41,7 +41,8 @@ from training.trainers import (
     train_ppo,
     train_sft,
 )
-from training.trainers.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, METADATA_FILE
+from training.adapter_files import CONFIG_FILE, WEIGHTS_FILE
+from training.trainers.adapters import METADATA_FILE
 from training.trainers.base_config import REPORT_TARGETS
 from training.trainers.dpo_config import DPO_LOSS_TYPES
 from training.trainers.kto_config import KTO_LOSS_TYPES
@@ -117,7 +118,7 @@ def assert_trained_alone(
     kind: str,
 ) -> None:
     """The adapter moved; base, other roles' and parent folders did not; metrics are recorded."""
-    saved = load_file(result.adapter_dir / ADAPTER_WEIGHTS)
+    saved = load_file(result.adapter_dir / WEIGHTS_FILE)
     assert saved and all(ADAPTED in name for name in saved), "only LoRA weights are saved"
     assert not any(".ref." in name for name in saved), "TRL's frozen reference copy is not saved"
     if initial is None:  # a fresh adapter starts with lora_B = 0
@@ -144,7 +145,7 @@ def test_sft_trains_only_its_adapter_and_reports_progress(
     tmp_path: Path, base_dir: Path, adapters: Path, from_parent: bool
 ) -> None:
     parent = adapters / "actor" / "v1" if from_parent else None
-    initial = load_file(parent / ADAPTER_WEIGHTS) if parent else None
+    initial = load_file(parent / WEIGHTS_FILE) if parent else None
     before = snapshot(base_dir, adapters / "critic", adapters / "actor" / "v1")
     calls: list[tuple[int, int]] = []
     result = train_sft(
@@ -164,11 +165,11 @@ def test_sft_trains_only_its_adapter_and_reports_progress(
     assert metadata.dataset_snapshot_id == 7
     assert metadata.parent_adapter == (str(parent.resolve()) if parent else None)
     assert metadata.base_model == str(base_dir) and metadata.config["lora"]["r"] == 4
-    adapter_config = json.loads((result.adapter_dir / ADAPTER_CONFIG).read_text())
+    adapter_config = json.loads((result.adapter_dir / CONFIG_FILE).read_text())
     assert adapter_config["base_model_name_or_path"] == str(base_dir)  # the configured name, for the registry
     assert sorted(p.name for p in result.adapter_dir.iterdir() if not p.name.startswith("README")) == [
-        ADAPTER_CONFIG,
-        ADAPTER_WEIGHTS,
+        CONFIG_FILE,
+        WEIGHTS_FILE,
         METADATA_FILE,
     ]
     assert [p.name for p in (adapters / "actor").iterdir() if p.name.startswith(".")] == []  # no staging left
@@ -179,7 +180,7 @@ def test_dpo_trains_only_its_adapter(
     tmp_path: Path, base_dir: Path, adapters: Path, rpo_alpha: float | None, from_parent: bool
 ) -> None:
     parent = adapters / "actor" / "v1" if from_parent else None
-    initial = load_file(parent / ADAPTER_WEIGHTS) if parent else None
+    initial = load_file(parent / WEIGHTS_FILE) if parent else None
     before = snapshot(base_dir, adapters / "critic", adapters / "actor" / "v1")
     result = train_dpo(
         DPO_ROWS,
@@ -199,7 +200,7 @@ def test_dpo_trains_only_its_adapter(
 
 def test_kto_trains_from_parent(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
     parent = adapters / "actor" / "v1"
-    initial = load_file(parent / ADAPTER_WEIGHTS)
+    initial = load_file(parent / WEIGHTS_FILE)
     before = snapshot(base_dir, adapters / "critic", parent)
     result = train_kto(
         KTO_ROWS,
@@ -247,7 +248,7 @@ def parent_policy(model_dir: Path, adapter: Path) -> torch.nn.Module:
 
 def test_ppo_positive_advantage_raises_the_completion_logprob(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
     parent = adapters / "actor" / "v1"
-    initial = load_file(parent / ADAPTER_WEIGHTS)
+    initial = load_file(parent / WEIGHTS_FILE)
     rows = ppo_rows(base_dir, parent, advantages=[1.0, 0.0])
     before = snapshot(base_dir, adapters / "critic", parent)
     result = train_ppo(
@@ -279,7 +280,68 @@ def test_time_budget_stops_after_the_step_that_spends_it(tmp_path: Path, base_di
     result = train(rows, config, role="actor", output_dir=adapters / "actor" / "v2", cache_dir=tmp_path / "cache",
                    parent_adapter=parent)
     assert result.metrics["steps"] == 1.0  # 50 planned; the budget ran out during the first
-    assert load_file(result.adapter_dir / ADAPTER_WEIGHTS).keys() == load_file(parent / ADAPTER_WEIGHTS).keys()
+    assert load_file(result.adapter_dir / WEIGHTS_FILE).keys() == load_file(parent / WEIGHTS_FILE).keys()
+
+
+def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """The scalars of the TensorBoard event files in ``folder``: tag -> [(step, value)].
+
+    An event file is a sequence of TFRecords (length, its CRC, an ``Event`` protobuf, its CRC)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for file in folder.glob("events.out.tfevents.*"):
+        data, at = file.read_bytes(), 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
+            at += 12 + length + 4
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars
+
+
+@pytest.mark.parametrize("kind", ["sft", "dpo", "kto", "ppo"])
+def test_report_to_tensorboard_reaches_every_trainer(tmp_path: Path, base_dir: Path, adapters: Path, kind: str) -> None:
+    pytest.importorskip("tensorboardX", reason="the TensorBoard test needs tensorboardX (pip install tensorboardX)")
+    parent = adapters / "actor" / "v1"
+    train, rows, config_type = {
+        "sft": (train_sft, SFT_ROWS, SFTTrainingConfig),
+        "dpo": (train_dpo, DPO_ROWS, DPOTrainingConfig),
+        "kto": (train_kto, KTO_ROWS, KTOTrainingConfig),
+        "ppo": (train_ppo, ppo_rows(base_dir, parent, advantages=[1.0, 0.0]) if kind == "ppo" else [],
+                PPOTrainingConfig),
+    }[kind]
+    config = small(config_type, base_dir, report_to="tensorboard", logging_dir=str(tmp_path / "runs"))
+    result = train(rows, config, role="actor", output_dir=tmp_path / "out", cache_dir=tmp_path / "cache",
+                   parent_adapter=parent)
+    [run] = list((tmp_path / "runs").iterdir())
+    assert run.name.startswith(f"{kind}-actor-")
+    scalars = tensorboard_scalars(run)
+    assert [step for step, _ in scalars["train/loss"]] == [1, 2]
+    assert scalars["train/loss"][-1][1] == pytest.approx(result.log_history[1]["loss"], rel=1e-5)
+    assert "train/learning_rate" in scalars
+    assert not [p for p in result.adapter_dir.iterdir() if p.is_dir()]  # no event files in the adapter
+
+
+@pytest.mark.parametrize("kind", ["sft", "ppo"])
+def test_a_run_that_fails_midway_leaves_no_folder_behind(tmp_path: Path, base_dir: Path, adapters: Path,
+                                                          kind: str) -> None:
+    """The staging folder is removed the registry's way (``adapter_files.discard``); nothing is published."""
+    parent = adapters / "actor" / "v1"
+    train, rows, config_type = (train_sft, SFT_ROWS, SFTTrainingConfig) if kind == "sft" else (
+        train_ppo, ppo_rows(base_dir, parent, advantages=[1.0, 0.0]), PPOTrainingConfig)
+
+    def fail_at_step_1(step: int, total: int) -> None:
+        if step == 1:
+            raise RuntimeError("power cut")
+
+    with pytest.raises(RuntimeError, match="power cut"):
+        train(rows, small(config_type, base_dir), role="actor", output_dir=tmp_path / "runs" / "v2",
+              cache_dir=tmp_path / "cache", parent_adapter=parent, progress=fail_at_step_1)
+    assert list((tmp_path / "runs").iterdir()) == []
 
 
 def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
@@ -300,7 +362,7 @@ def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, 
         cache_dir=tmp_path / "cache",
         parent_adapter=parent,
     )
-    saved, initial = load_file(result.adapter_dir / ADAPTER_WEIGHTS), load_file(parent / ADAPTER_WEIGHTS)
+    saved, initial = load_file(result.adapter_dir / WEIGHTS_FILE), load_file(parent / WEIGHTS_FILE)
     assert saved.keys() == initial.keys()
     assert all(torch.equal(saved[name], initial[name]) for name in saved)
     assert result.metrics["loss"] == 0.0 and result.metrics["grad_norm"] == 0.0
@@ -368,14 +430,14 @@ def test_output_folder_is_never_overwritten(tmp_path: Path, base_dir: Path) -> N
 @pytest.mark.parametrize(
     ("damage", "error", "message"),
     [
-        (lambda d: (d / ADAPTER_CONFIG).unlink(), AdapterError, "has no adapter_config.json"),
-        (lambda d: (d / ADAPTER_CONFIG).write_text("{not json"), AdapterError, "not valid JSON"),
+        (lambda d: (d / CONFIG_FILE).unlink(), AdapterError, "has no adapter_config.json"),
+        (lambda d: (d / CONFIG_FILE).write_text("{not json"), AdapterError, "not valid JSON"),
         (
-            lambda d: (d / ADAPTER_WEIGHTS).write_bytes((d / ADAPTER_WEIGHTS).read_bytes()[:200]),
+            lambda d: (d / WEIGHTS_FILE).write_bytes((d / WEIGHTS_FILE).read_bytes()[:200]),
             AdapterError,
             "damaged .*truncated",
         ),
-        (lambda d: (d / ADAPTER_WEIGHTS).unlink(), AdapterError, "has no adapter_model.safetensors"),
+        (lambda d: (d / WEIGHTS_FILE).unlink(), AdapterError, "has no adapter_model.safetensors"),
         (lambda d: _set_base(d, "someone/other-model"), AdapterMismatchError, "built for base model 'someone/other"),
     ],
     ids=["no-config", "bad-json", "truncated", "no-weights", "other-base"],
@@ -400,8 +462,8 @@ def test_damaged_or_foreign_parent_adapter_is_refused(
 
 
 def _set_base(folder: Path, base: str) -> None:
-    config = json.loads((folder / ADAPTER_CONFIG).read_text())
-    (folder / ADAPTER_CONFIG).write_text(json.dumps(config | {"base_model_name_or_path": base}))
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    (folder / CONFIG_FILE).write_text(json.dumps(config | {"base_model_name_or_path": base}))
 
 
 def test_parent_of_another_role_or_base_per_sparring_json_is_refused(
@@ -485,6 +547,29 @@ def test_configs_round_trip_through_their_dict() -> None:
     config = DPOTrainingConfig(lora=LoraSettings(target_modules=["q_proj", "v_proj"]), rpo_alpha=0.5)
     data = json.loads(json.dumps(config.to_dict()))
     assert DPOTrainingConfig(**data) == config
+
+
+def test_one_table_holds_every_trainer_kind(tmp_path: Path) -> None:
+    """Each row's train function takes what the training job passes, and each TRL row's
+    settings make a valid config of the TRL class it names."""
+    import inspect
+
+    from training.trainers import TRLTrainingConfig, kind_names, trainer_kind
+    from training.trainers.kinds import KINDS
+
+    assert kind_names() == ["sft", "dpo", "kto", "ppo", "grpo"]
+    assert kind_names(reads_snapshot=True) == ["sft", "dpo", "kto", "ppo"]
+    assert kind_names(data_parallel=True) == ["sft", "dpo", "kto"]
+    for kind in KINDS.values():
+        parameters = inspect.signature(kind.train).parameters
+        assert {"config", "role", "output_dir", "cache_dir", "parent_adapter", "progress", "on_log"} <= set(parameters)
+        assert ("dataset_snapshot_id" in parameters) == kind.reads_snapshot, kind.name
+        config = kind.config_type()
+        if isinstance(config, TRLTrainingConfig):
+            arguments = config.trl_arguments(output_dir=str(tmp_path), bf16=False, use_cpu=True)
+            assert kind.config_type.trl_config_class()(**arguments).learning_rate == config.learning_rate
+    with pytest.raises(ValueError, match="unknown trainer 'rlhf'; trainers: sft, dpo, kto, ppo, grpo"):
+        trainer_kind("rlhf")
 
 
 def test_choices_match_the_installed_trl_and_transformers() -> None:

@@ -83,6 +83,7 @@ def evaluation_key(game: GameSpec, policies: Mapping[str, Policy], tasks: list[T
                    options: GameOptions) -> dict[str, Any]:
     seats = {
         seat: {"backend": p.backend.name, "model": p.backend.model_name, "adapter": p.adapter,
+               **({"precision": precision} if (precision := getattr(p.backend, "precision", None)) else {}),
                "decoding": {"temperature": p.sampling.temperature, "top_p": p.sampling.top_p,
                             "max_new_tokens": p.sampling.max_new_tokens, "stop": list(p.sampling.stop)}}
         for seat, p in sorted(policies.items())

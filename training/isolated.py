@@ -10,7 +10,7 @@ well puts both in one address space for the rest of the run. In a child process 
 - the serving process never runs the training's compute or keeps its memory.
 
 The child is spawned (a fresh interpreter: no threads or backend state inherited), gets the
-job through a pipe, reports progress through it and sends back the ``TrainResult``.
+job through a pipe, reports progress and log entries through it and sends back the ``TrainResult``.
 """
 
 from __future__ import annotations
@@ -39,10 +39,12 @@ def train_in_child(
     config: Any,
     *,
     progress: Callable[[int, int], None] | None = None,
+    on_log: Callable[[dict[str, float]], None] | None = None,
     **kwargs: Any,
 ) -> TrainResult:
-    """``trainer_for(kind)`` 's train function, called in a spawned child process with the same
-    arguments; returns its result, or raises TrainerDied with the child's error."""
+    """The train function of trainer kind ``kind`` (``training.trainers.kinds``), called in a
+    spawned child process with the same arguments; returns its result, or raises TrainerDied
+    with the child's error."""
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
     child = context.Process(target=_child_main, args=(theirs,), name=f"sparring-train-{kind}", daemon=True)
@@ -55,7 +57,7 @@ def train_in_child(
     previous = signal.signal(signal.SIGINT, _raise_interrupt) if catch else None
     try:
         ours.send((kind, rows, config, kwargs))
-        return _wait(child, ours, progress)
+        return _wait(child, ours, progress, on_log)
     except BaseException:
         if child.is_alive():
             child.terminate()
@@ -68,7 +70,8 @@ def train_in_child(
 
 
 def _wait(child: multiprocessing.process.BaseProcess, conn: Connection,
-          progress: Callable[[int, int], None] | None) -> TrainResult:
+          progress: Callable[[int, int], None] | None,
+          on_log: Callable[[dict[str, float]], None] | None) -> TrainResult:
     while True:
         if not conn.poll(POLL_S):
             if not child.is_alive() and not conn.poll():
@@ -82,6 +85,9 @@ def _wait(child: multiprocessing.process.BaseProcess, conn: Connection,
             case ("progress", step, total):
                 if progress is not None:
                     progress(step, total)
+            case ("log", entry):
+                if on_log is not None:
+                    on_log(entry)
             case ("done", result):
                 return result
             case ("error", error, trace):
@@ -105,12 +111,13 @@ def _raise_interrupt(signum: int, frame: object) -> NoReturn:
 
 
 def _child_main(conn: Connection) -> None:
-    from training.jobs import trainer_for
+    from training.trainers.kinds import trainer_kind
 
     try:
         kind, rows, config, kwargs = conn.recv()
-        train, _ = trainer_for(kind)
-        result = train(rows, config, progress=lambda step, total: conn.send(("progress", step, total)), **kwargs)
+        train = trainer_kind(kind).train
+        result = train(rows, config, progress=lambda step, total: conn.send(("progress", step, total)),
+                       on_log=lambda entry: conn.send(("log", entry)), **kwargs)
         conn.send(("done", result))
     except KeyboardInterrupt:
         sys.exit(130)

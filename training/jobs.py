@@ -2,6 +2,8 @@
 
 The job row goes `running → succeeded | failed`. Publishing happens only after training has
 finished, so a crashed trainer leaves the registry exactly as it was (and the job says why).
+The trainer's log entries (``training.history``) are written to the row as they come, at most
+every ``HISTORY_WRITE_S`` seconds and when the job ends: a failed or killed job keeps them too.
 A job trains in a temporary folder whose ``owner.json`` names its host and process: a process
 killed outright (SIGKILL) leaves the row ``running`` and the folder behind, and
 ``fail_stale_jobs`` (run by the commands that start work) fails such jobs and removes their
@@ -15,25 +17,29 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert, update
+from sqlalchemy import Engine, insert, select, update
 
-from storage.models import JobStatus, TrainingJob
+from storage.models import AdapterVersion, JobStatus, TrainingJob
 from storage.orphans import process_exists
 from storage.records import utcnow
+from training.history import HistoryEntry, storable
+from training.adapter_files import version_name
 from training.isolated import train_in_child
 from training.registry import AdapterRecord, publish
 
 JOB_FOLDER_PREFIX = "sparring-job"
 OWNER_FILE = "owner.json"
 STALE_JOB_ERROR = "interrupted: the process training it ended"
-TRAINER_KINDS = ("sft", "dpo", "kto", "ppo")
-"""Trainers that learn from a dataset snapshot; ``grpo`` learns online (``extra`` carries its game)."""
+HISTORY_WRITE_S = 5.0
+"""Least seconds between two writes of a running job's history to its row."""
 
 
 class TrainingJobError(RuntimeError):
@@ -47,20 +53,23 @@ class JobResult:
     metrics: dict[str, float]
 
 
-def trainer_for(kind: str) -> tuple[Callable[..., Any], type]:
-    """The train function and config class of a trainer kind."""
-    from training import trainers
+@dataclass(frozen=True)
+class JobRecord:
+    """One training job, as its row holds it."""
 
-    table = {
-        "sft": (trainers.train_sft, trainers.SFTTrainingConfig),
-        "dpo": (trainers.train_dpo, trainers.DPOTrainingConfig),
-        "kto": (trainers.train_kto, trainers.KTOTrainingConfig),
-        "ppo": (trainers.train_ppo, trainers.PPOTrainingConfig),
-        "grpo": (trainers.train_grpo, trainers.GRPOTrainingConfig),
-    }
-    if kind not in table:
-        raise ValueError(f"unknown trainer {kind!r}; trainers: {', '.join(table)}")
-    return table[kind]
+    id: int
+    kind: str
+    role: str
+    status: str
+    dataset_snapshot_id: int | None
+    adapter: str | None
+    """the name of the adapter version it published"""
+    config: dict[str, Any]
+    metrics: dict[str, Any] | None
+    history: list[HistoryEntry]
+    error: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
 
 
 def run_training_job(
@@ -78,13 +87,17 @@ def run_training_job(
     extra: Mapping[str, Any] | None = None,
     isolated: bool = False,
 ) -> JobResult:
-    """Record the job, train (``rows``: dataset rows, or the tasks GRPO plays; ``extra``: further
-    keyword arguments of the trainer), publish the adapter as a candidate. ``isolated``: train
-    in a child process (``training.isolated``; dataset trainers only)."""
-    train, _ = trainer_for(kind)
+    """Record the job, train (``kind``: a row of ``training.trainers.kinds``; ``rows``: dataset
+    rows, or the tasks GRPO plays; ``extra``: further keyword arguments of the trainer), publish
+    the adapter as a candidate. ``isolated``: train in a child process (``training.isolated``;
+    dataset trainers only)."""
+    from training.trainers.kinds import kind_names, trainer_kind
+
+    train = trainer_kind(kind).train
     if isolated:
-        if kind not in TRAINER_KINDS:
-            raise ValueError(f"only the dataset trainers ({', '.join(TRAINER_KINDS)}) run isolated, not {kind!r}")
+        if not trainer_kind(kind).reads_snapshot:
+            dataset_kinds = ", ".join(kind_names(reads_snapshot=True))
+            raise ValueError(f"only the dataset trainers ({dataset_kinds}) run isolated, not {kind!r}")
         train = partial(train_in_child, kind)
     extra = dict(extra or {})
     if dataset_snapshot_id is not None:
@@ -97,9 +110,22 @@ def run_training_job(
             ).returning(TrainingJob.id)
         ).scalar_one()
 
-    def finish(**values: Any) -> None:
+    def write(**values: Any) -> None:
         with engine.begin() as conn:
-            conn.execute(update(TrainingJob).where(TrainingJob.id == job_id).values(finished_at=utcnow(), **values))
+            conn.execute(update(TrainingJob).where(TrainingJob.id == job_id).values(**values))
+
+    history: list[HistoryEntry] = []
+    written = time.monotonic()
+
+    def on_log(entry: Mapping[str, float]) -> None:
+        nonlocal written
+        history.append(storable(entry))
+        if time.monotonic() - written >= HISTORY_WRITE_S:
+            write(history=history)
+            written = time.monotonic()
+
+    def finish(**values: Any) -> None:
+        write(finished_at=utcnow(), history=history, **values)
 
     work = Path(tempfile.mkdtemp(prefix=f"{JOB_FOLDER_PREFIX}{job_id}-"))
     owner = {"job": job_id, "store": _store_id(engine), "host": socket.gethostname(), "pid": os.getpid()}
@@ -107,7 +133,7 @@ def run_training_job(
     try:
         result = train(
             rows, config, role=role, output_dir=work / "adapter", cache_dir=cache_dir,
-            parent_adapter=parent.path if parent else None, progress=progress, **extra,
+            parent_adapter=parent.path if parent else None, progress=progress, on_log=on_log, **extra,
         )
         record = publish(
             engine, role=role, trained_dir=result.adapter_dir, adapters_root=adapters_root,
@@ -124,6 +150,44 @@ def run_training_job(
         shutil.rmtree(work, ignore_errors=True)
     finish(status=JobStatus.SUCCEEDED, adapter_version_id=record.id, metrics=result.metrics)
     return JobResult(job_id, record, result.metrics)
+
+
+def list_jobs(
+    engine: Engine, *, role: str | None = None, kind: str | None = None, status: str | None = None,
+    limit: int | None = None,
+) -> list[JobRecord]:
+    """Training jobs, newest first, optionally of one role, trainer kind and status."""
+    query = _JOBS.order_by(TrainingJob.id.desc()).limit(limit)
+    for column, value in ((TrainingJob.role, role), (TrainingJob.kind, kind), (TrainingJob.status, status)):
+        if value is not None:
+            query = query.where(column == value)
+    with engine.connect() as conn:
+        return [_job(row) for row in conn.execute(query)]
+
+
+def get_job(engine: Engine, job_id: int) -> JobRecord:
+    """One training job by id; KeyError names the newest job when there is no such id."""
+    with engine.connect() as conn:
+        row = conn.execute(_JOBS.where(TrainingJob.id == job_id)).first()
+        newest = conn.execute(select(TrainingJob.id).order_by(TrainingJob.id.desc()).limit(1)).scalar()
+    if row is None:
+        known = f"the newest is job {newest}" if newest is not None else "this store has none yet"
+        raise KeyError(f"no training job has id {job_id} ({known}; `sparring jobs list` lists them)")
+    return _job(row)
+
+
+_JOBS = select(*TrainingJob.__table__.c, AdapterVersion.role.label("adapter_role"),
+               AdapterVersion.version.label("adapter_version")).outerjoin(
+    AdapterVersion, AdapterVersion.id == TrainingJob.adapter_version_id)
+
+
+def _job(row: Any) -> JobRecord:
+    return JobRecord(
+        id=row.id, kind=row.kind, role=row.role, status=row.status, dataset_snapshot_id=row.dataset_snapshot_id,
+        adapter=version_name(row.adapter_role, row.adapter_version) if row.adapter_role else None,
+        config=row.config, metrics=row.metrics, history=row.history or [], error=row.error,
+        started_at=row.started_at, finished_at=row.finished_at,
+    )
 
 
 def fail_stale_jobs(engine: Engine) -> int:

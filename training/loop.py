@@ -12,7 +12,7 @@ the OOM killer, fails its role's step and nothing else.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ from graphs.context import GameOptions
 from graphs.games import GameSpec
 from graphs.policies.base import Backend
 from graphs.runner import play
-from graphs.tasks import load_tasks
 from graphs.tasks.base import Task
 from storage.models import Episode
 from storage.recorder import Recorder
@@ -31,7 +30,8 @@ from storage.records import RunRecord
 from training.datasets import DatasetError, LogFilter, SFTOptions, build_snapshot, load_snapshot
 from training.deploy import LivePolicies, gate_and_deploy
 from training.evaluator import Evaluator, PhaseProgress
-from training.jobs import TRAINER_KINDS, run_training_job, trainer_for
+from training.jobs import run_training_job
+from training.trainers.kinds import kind_names, trainer_kind
 from training.registry import active_version
 
 
@@ -53,25 +53,31 @@ class RetrainConfig:
     practice: int = 0
     """Solo practice episodes of the game's practising seat per round (0: none), played before the
     full episodes: its other learner seats are scripted stand-ins, so each costs one model answer."""
-    practice_samples: int = 2
+    practice_samples: int = 1
     """Practice attempts per task: more distinct tasks yield more distinct right answers to learn from."""
     practice_tasks: str | None = None
     """Task source of practice (default: ``tasks``), e.g. the easier levels a weak model sometimes solves."""
     margin: float = 0.0
     """How much worse than the active version a candidate may be and still be promoted."""
+    min_rows: int = 16
+    """A role with fewer new rows is not trained this round (its rows wait for the next): a
+    candidate from a handful of rows cannot move a 200-task gate, and its gate costs a whole
+    evaluation."""
     concurrency: int = 16
     train_options: dict[str, Any] = field(default_factory=dict)
     """Overrides of the trainer config (learning_rate, num_train_epochs, max_steps...)."""
 
     def __post_init__(self) -> None:
-        if self.trainer not in TRAINER_KINDS:
-            raise ValueError(f"trainer {self.trainer!r} is not one of {', '.join(TRAINER_KINDS)}")
+        if self.trainer not in kind_names(reads_snapshot=True):
+            raise ValueError(f"trainer {self.trainer!r} is not one of {', '.join(kind_names(reads_snapshot=True))}")
         if not self.roles:  # whether the game can train and gate each role: GameSpec.gate_metric
             raise ValueError("roles: name at least one learner role of the game")
         if self.every_episodes < self.samples:
             raise ValueError(f"every_episodes ({self.every_episodes}) must be at least samples ({self.samples})")
         if self.every_minutes is not None and self.every_minutes <= 0:
             raise ValueError("every_minutes must be positive (or left unset)")
+        if self.min_rows < 1:
+            raise ValueError(f"min_rows ({self.min_rows}) must be at least 1")
         if self.practice < 0 or self.practice_samples < 1:
             raise ValueError(f"practice ({self.practice}) must be >= 0 and practice_samples "
                              f"({self.practice_samples}) >= 1")
@@ -114,7 +120,11 @@ async def retrain_round(
     options: GameOptions,
     say: Callable[[str], None] = lambda message: None,
     progress: PhaseProgress = lambda phase, done, total: None,
+    draws: Callable[[LivePolicies, int, int], Awaitable[Any]] | None = None,
 ) -> RoundOutcome:
+    """One round. ``draws``: for pool and schedule seats (``app.seat_draws.RoundDraws``), what
+    the round's training episodes play, from the live policies, the round and its first
+    episode's seed; practice and evaluations play ``live`` alone."""
     started = time.perf_counter()
     run = RunRecord.new(game.name, {"purpose": f"retrain round {round_index}", "config": asdict(config)}, seed)
     run_id = run.id
@@ -123,8 +133,9 @@ async def retrain_round(
         try:
             practised = await _practise(engine, game, live, recorder, config, run_id=run_id,
                                         round_index=round_index, seed=seed, options=options, progress=progress)
+            playing = live if draws is None else await draws(live, round_index, seed + 1000 * round_index)
             episodes = len(practised) + await _play_training_episodes(
-                engine, game, live, recorder, config, run_id=run_id, round_index=round_index, seed=seed,
+                engine, game, playing, recorder, config, run_id=run_id, round_index=round_index, seed=seed,
                 options=options, progress=progress, exclude={t.id for t in practised})
             recorder.flush()  # the dataset builds below read these episodes from the store
             outcomes = []
@@ -161,7 +172,7 @@ async def _practise(engine, game: GameSpec, live, recorder, config: RetrainConfi
     for seat, bot in practice.stand_ins.items():
         policies[seat] = Policy(scripted_bot(bot), policies[seat].sampling)
     solo = game.make_options({**asdict(options), **practice.options})
-    tasks = _fresh_tasks(engine, game.name, config.practice_tasks or config.tasks,
+    tasks = _fresh_tasks(engine, game, config.practice_tasks or config.tasks,
                          -(-config.practice // config.practice_samples), seed)
     pending = [t for t in tasks for _ in range(config.practice_samples)][: config.practice]
     phase = f"round {round_index}: practise {practice.seat}"
@@ -184,7 +195,7 @@ async def _play_training_episodes(engine, game, live, recorder, config: RetrainC
     or time is up (a new episode starts as soon as a slot frees; past ``every_minutes`` none
     starts, once the first ``concurrency`` have)."""
     phase = f"round {round_index}: play"
-    distinct = _fresh_tasks(engine, game.name, config.tasks, max(1, config.every_episodes // config.samples), seed,
+    distinct = _fresh_tasks(engine, game, config.tasks, max(1, config.every_episodes // config.samples), seed,
                             exclude)
     pending = [t for t in distinct for _ in range(config.samples)][: config.every_episodes]
     deadline = None if config.every_minutes is None else time.monotonic() + 60 * config.every_minutes
@@ -208,15 +219,15 @@ async def _play_training_episodes(engine, game, live, recorder, config: RetrainC
     return len(report.episodes)
 
 
-def _fresh_tasks(engine: Engine, game: str, source: str, wanted: int, seed: int,
+def _fresh_tasks(engine: Engine, game: GameSpec, source: str, wanted: int, seed: int,
                  exclude: set[str] = frozenset()) -> list[Task]:
     """``wanted`` training tasks of ``source`` that no earlier round played (read from the store,
     so cron runs differ too) and not in ``exclude``; when the source is used up, tasks repeat."""
     with engine.connect() as conn:
         played = set(conn.execute(
-            select(Episode.task_id).where(Episode.game == game, Episode.split == "train").distinct()
+            select(Episode.task_id).where(Episode.game == game.name, Episode.split == "train").distinct()
         ).scalars()) | set(exclude)
-    candidates = load_tasks(source, n=len(played) + wanted, seed=seed, split="train")
+    candidates = game.tasks.load(source, n=len(played) + wanted, seed=seed, split="train")
     fresh = [t for t in candidates if t.id not in played]
     return (fresh or candidates)[:wanted]
 
@@ -232,8 +243,14 @@ async def _train_and_gate(
                                   out_dir=data_dir / "datasets", since="latest", log_filter=LogFilter(split="train"),
                                   options=options, seed=seed, for_training=True)
         outcome.snapshot_id, outcome.rows = snapshot.id, snapshot.row_count
+        if snapshot.row_count < config.min_rows:
+            outcome.status = "skipped"
+            outcome.detail = (f"{snapshot.row_count} new rows, fewer than min_rows {config.min_rows}: not trained; "
+                              "they are kept for the next round")
+            say(f"{role}: {outcome.status} {outcome.detail}")
+            return outcome
         rows = load_snapshot(engine, snapshot.id, role=role, base_model=base_model, kind=config.trainer)
-        _, config_type = trainer_for(config.trainer)
+        config_type = trainer_kind(config.trainer).config_type
         train_config = config_type(model=base_model, device=device, seed=seed, **config.train_options)
         say(f"training {role} ({config.trainer}) on {snapshot.row_count} rows")
         job = run_training_job(engine, kind=config.trainer, role=role, rows=rows, config=train_config,

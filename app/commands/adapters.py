@@ -1,12 +1,14 @@
-"""`sparring adapters list|show|promote|reject|rollback`: the adapter registry."""
+"""`sparring adapters list|show|promote|reject|rollback|export`: the adapter registry."""
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, out
+from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, one_line, out, settings_or_exit
 from app.output import Format, emit
 
 adapters_app = typer.Typer(
@@ -138,3 +140,58 @@ def adapters_rollback(
     engine = engine_or_exit(db)
     record = _registry_call(rollback, engine, role, to=to)
     err.print(f"{record.name} is the active {record.role} adapter again")
+
+
+@adapters_app.command("export")
+def adapters_export(
+    name: Annotated[str, typer.Argument(help="Version to export (role@vN) or its id.")],
+    folder: Annotated[Path, typer.Argument(help="Folder to write (missing or empty, unless --force).")],
+    merged: Annotated[
+        bool, typer.Option("--merged", help="Write the base model with the adapter merged in (no PEFT needed).")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace what FOLDER holds.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Export an adapter version as a standard PEFT folder that other tools load (lm-eval,
+    vLLM, PEFT): its adapter_config.json names the base model by a real path (the bundled
+    model's converted folder) instead of "bundled", with the base model's tokenizer beside it.
+    `--merged` writes a full model folder instead. Prints the lm-eval and vLLM command lines.
+
+    Examples:
+
+    * `sparring adapters export actor@v3 exports/actor-v3`
+    * `sparring adapters export critic@v2 exports/critic-v2-merged --merged`
+    """
+    from training.adapter_files import AdapterFolderError
+    from training.export_adapter import ExportError, export_adapter
+    from training.registry import get_version
+
+    settings = settings_or_exit(database_url=db)
+    record = _registry_call(get_version, engine_or_exit(db), name)
+    try:
+        with err.status(f"exporting {record.name}{' merged into its base model' if merged else ''}…"):
+            exported = export_adapter(record, folder, cache_dir=settings.cache_dir, merged=merged, force=force)
+    except (ExportError, AdapterFolderError) as exc:
+        fail(f"cannot export {record.name}: {one_line(exc)}", code=1)
+    err.print(f"exported {exported.name} to {exported.folder}")
+    for line in usage_lines(exported):
+        out.print(line, highlight=False, soft_wrap=True)
+
+
+def usage_lines(exported) -> list[str]:
+    """The lm-eval and vLLM command lines that load an export (``ExportedAdapter``)."""
+    from app.commands.vllm_cmd import VLLM_LORA_RANKS
+
+    folder = str(exported.folder)
+    if exported.merged:
+        return [
+            f"lm_eval --model hf --model_args {shlex.quote(f'pretrained={folder}')} --tasks gsm8k",
+            f"vllm serve {shlex.quote(folder)}",
+        ]
+    rank = next((r for r in VLLM_LORA_RANKS if r >= exported.rank), exported.rank)
+    model_args = f"pretrained={exported.base_model},peft={folder}"
+    return [
+        f"lm_eval --model hf --model_args {shlex.quote(model_args)} --tasks gsm8k",
+        f"vllm serve {shlex.quote(exported.base_model)} --enable-lora --max-lora-rank {rank} "
+        f"--lora-modules {shlex.quote(f'{exported.name}={folder}')}",
+    ]

@@ -9,7 +9,7 @@ import typer
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.output import Format, emit
-from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
+from app.wiring import SEAT_SPEC_HELP, SeatSpecError, other_base_model, parse_seat_specs
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -29,8 +29,11 @@ def evaluate(
                           "play the same tasks and every metric is compared paired by task."),
     ] = None,
     tasks: Annotated[
-        str, typer.Option(help="Task source: 'arithmetic', 'arithmetic:1-3', a GSM8K/MATH .jsonl file, or 'hf:ID'.")
-    ] = "arithmetic",
+        str | None,
+        typer.Option(help="Task source (default: the game's own; math games: 'arithmetic', 'arithmetic:1-3', a "
+                          "GSM8K/MATH .jsonl file, or 'hf:ID'; `sparring games` lists each game's).",
+                     show_default=False),
+    ] = None,
     split: Annotated[
         str, typer.Option(help="heldout or train: the generator's split, or the label of a task file's tasks.")
     ] = "heldout",
@@ -60,16 +63,16 @@ def evaluate(
     * `sparring eval --seat actor=scripted:calculator --seat critic=scripted:always-incorrect --turns 1`
     """
     from graphs.games import UnknownGameError, get_game
-    from graphs.tasks import load_tasks
     from graphs.tasks.base import TaskSourceError
 
     settings = settings_or_exit(database_url=db, seed=seed)
     try:
         spec = get_game(game)
-        first = parse_seat_specs(spec, seat or [])
-        second = _against(spec, against, first) if against else None
         options = game_options.make(spec)
-        task_list = load_tasks(tasks, n=n, seed=settings.seed, split=split)
+        first = parse_seat_specs(spec, seat or [], options=options)
+        second = _against(spec, against, first, options) if against else None
+        tasks = tasks or spec.tasks.default
+        task_list = spec.tasks.load(tasks, n=n, seed=settings.seed, split=split)
     except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
         fail(str(exc))
     if not task_list:
@@ -87,10 +90,10 @@ def evaluate(
         _print_paired(results[0], results[1], first, second, fmt, title)
 
 
-def _against(game, specs: list[str], first: dict[str, str]) -> dict[str, str]:
+def _against(game, specs: list[str], first: dict[str, str], options) -> dict[str, str]:
     """The second policy set: the first one with the --against seats replaced."""
     try:
-        return parse_seat_specs(game, specs, defaults=first)
+        return parse_seat_specs(game, specs, defaults=first, options=options)
     except SeatSpecError as exc:  # its messages name the option --seat
         raise SeatSpecError(str(exc).replace("--seat ", "--against ", 1)) from exc
 
@@ -103,7 +106,7 @@ def _check_adapters(engine: Engine, settings: Settings, sets: list[dict[str, str
     for specs in sets:
         for seat, spec in specs.items():
             choice = spec.removeprefix("model").removeprefix(":")
-            if (spec != "model" and not spec.startswith("model:")) or choice == "base":
+            if (spec != "model" and not spec.startswith("model:")) or choice == "base" or other_base_model(spec):
                 continue
             try:
                 record = get_version(engine, choice) if choice else active_version(engine, seat)

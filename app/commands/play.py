@@ -16,6 +16,7 @@ from app.commands.common import (
     DbOption, FormatOption, err, fail, out, require_writable, settings_or_exit, store_or_exit,
 )
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
+from app.interrupts import exit_code
 from app.output import Format, emit
 from app.progress import progress as progress_display
 from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
@@ -40,11 +41,11 @@ def games(fmt: FormatOption = Format.table) -> None:
     rows = [
         {"game": g.name, "seats": ", ".join(f"{s.name} ({s.kind})" for s in g.seats),
          "options": ", ".join(cli_flag(name) for name in option_fields(g.options)) or "-",
-         "description": g.description,
+         "description": g.description, "tasks": g.tasks.default, "task_specs": g.tasks.accepted,
          "gate_metrics": {seat: gate.name for seat, gate in g.gate_metrics.items()}, "rewards": dict(g.rewards)}
         for g in game_registry().values()
     ]
-    emit(rows, fmt, columns=["game", "seats", "description", "options"], title="games")
+    emit(rows, fmt, columns=["game", "seats", "description", "options", "tasks"], title="games")
 
 
 @with_game_options()
@@ -54,8 +55,11 @@ def play(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
     game_options: GameOptionValues = NONE_GIVEN,
     tasks: Annotated[
-        str, typer.Option(help="Task source: 'arithmetic', 'arithmetic:1-3', a GSM8K/MATH .jsonl file, or 'hf:ID'.")
-    ] = "arithmetic",
+        str | None,
+        typer.Option(help="Task source (default: the game's own; math games: 'arithmetic', 'arithmetic:1-3', a "
+                          "GSM8K/MATH .jsonl file, or 'hf:ID'; `sparring games` lists each game's).",
+                     show_default=False),
+    ] = None,
     split: Annotated[
         str | None,
         typer.Option(
@@ -99,7 +103,6 @@ def play(
     """
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
-    from graphs.tasks import default_split, load_tasks
     from graphs.tasks.base import TaskSourceError
 
     if timeout is not None and not timeout > 0:
@@ -107,11 +110,12 @@ def play(
     settings = settings_or_exit(database_url=db, seed=seed)
     try:
         spec = get_game(game)
-        seat_specs = parse_seat_specs(spec, seat or [])
         options = game_options.make(spec)
+        seat_specs = parse_seat_specs(spec, seat or [], options=options)
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
-        split = split or default_split(tasks)
-        task_list = load_tasks(tasks, n=-(-episodes // samples), seed=settings.seed, split=split)
+        tasks = tasks or spec.tasks.default
+        split = split or spec.tasks.default_split(tasks)
+        task_list = spec.tasks.load(tasks, n=-(-episodes // samples), seed=settings.seed, split=split)
     except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
         fail(str(exc))
     if not task_list:
@@ -123,10 +127,15 @@ def play(
                   f"episode(s){per_task}, not the {episodes} asked for (-n)[/]", highlight=False)
 
     from app.playing import PlayJob
+    from app.seat_draws import check_draws
     from storage.recorder import mark_orphans
 
     engine = store_or_exit(settings)
     require_writable(engine)
+    try:
+        check_draws(engine, spec, seat_specs)  # a pool naming versions the registry lacks: before anything plays
+    except SeatSpecError as exc:
+        fail(str(exc))
     orphans = mark_orphans(engine)
     if orphans:
         err.print(f"marked {orphans} episode(s) of ended processes as failed (interrupted)")
@@ -219,9 +228,9 @@ def _play_here(job: PlayJob, task_list: Sequence[Task], engine: Engine, bar: _Ba
                 job, task_list, first_index=0, engine=engine, recorder=recorder, run=run,
                 on_loaded=loaded, on_episode=lambda e: bar.tick(e.status == "succeeded"),
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
             err.print("interrupted: finished episodes are kept, running ones are marked failed")
-            raise typer.Exit(130) from None
+            raise typer.Exit(exit_code(exc)) from None
         except Exception as exc:
             fail(str(exc), code=1)
         finally:

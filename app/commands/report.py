@@ -27,9 +27,10 @@ def report(
     `sparring eval`): those of the same game on the same tasks and settings are one series,
     drawn as one PNG with a panel per metric, a point per policy set (x axis, in the order
     first measured) and its 95% interval as error bars. The page also lists every retrain
-    round: each role's outcome and the gate's paired change. The console gets each series'
+    round: each role's outcome and the gate's paired change, and the ratings ladder when the
+    store has rated games (`sparring ratings`). The console gets each series'
     first and latest figures (`--format json|jsonl`: every figure, one row per policy set and
-    metric). Exits 1, writing nothing, when the store has no evaluation or round yet.
+    metric). Exits 1, writing nothing, when the store has no evaluation, round or rated game yet.
 
     Examples:
 
@@ -43,7 +44,7 @@ def report(
     found = read_report(store_or_exit(settings))
     if found.empty:
         err.print(
-            "nothing to plot yet: this store has no finished evaluation or retrain round "
+            "nothing to plot yet: this store has no finished evaluation, retrain round or rated game "
             f"({mask_url(settings.database_url)}). Make some with `sparring retrain` (play, train, gate and "
             "evaluate before and after), or measure a policy set with `sparring eval`.",
             highlight=False,
@@ -62,4 +63,4 @@ def report(
         if found.rounds:
             emit(found.rounds, fmt, columns=["round", "role", "status", "rows", "candidate", "change"],
                  title="retrain rounds", console=out)
-    err.print(f"wrote {page} ({len(found.series)} plot(s) beside it)", highlight=False)
+    err.print(f"wrote {page} ({len(found.series) + bool(found.ladders)} plot(s) beside it)", highlight=False)

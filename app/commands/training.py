@@ -31,8 +31,6 @@ from app.settings import Settings
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
 
 datasets_app = typer.Typer(help="Build training datasets from the logs.", no_args_is_help=True)
-DATA_PARALLEL_KINDS = ("sft", "dpo", "kto")
-"""Trainers built on TRL's Trainer, which runs data-parallel under `accelerate launch`."""
 
 
 def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, log_filter, *,
@@ -177,7 +175,8 @@ def train(
     role: Annotated[str, typer.Option(help="The learner role whose adapter is trained.")],
     dataset: Annotated[int | None, typer.Option(help="Snapshot id; default: build one from new logs.")] = None,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
-    tasks: Annotated[str, typer.Option(help="grpo: task source played (train split).")] = "arithmetic",
+    tasks: Annotated[str | None, typer.Option(help="grpo: task source played (train split; default: the game's "
+                                                   "own).", show_default=False)] = None,
     seat: Annotated[
         list[str] | None, typer.Option("--seat", "-s", help="grpo: the other seats. " + SEAT_SPEC_HELP)
     ] = None,
@@ -189,9 +188,17 @@ def train(
     beta: Annotated[float | None, typer.Option(help="dpo/kto: strength of the tie to the reference.")] = None,
     rpo_alpha: Annotated[float | None, typer.Option(help="dpo: weight of an NLL term on the chosen side.")] = None,
     report_to: Annotated[
-        str | None, typer.Option(help="sft/dpo/kto: tensorboard, mlflow, wandb… (default none).")
+        str | None,
+        typer.Option(help="Experiment trackers, comma-separated: tensorboard (event files in "
+                     "SPARRING_DATA_DIR/runs), wandb, mlflow, all… (default none).", show_default=False),
     ] = None,
     fresh: Annotated[bool, typer.Option(help="Start a new adapter instead of continuing the active one.")] = False,
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config", help="YAML file of trainer settings (the trainer config's fields: lora, "
+                     "max_length, loss_type...; trl: further TRL arguments); the options above override it.",
+                     show_default=False),
+    ] = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -206,19 +213,20 @@ def train(
     * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
     * `sparring train grpo --game math-reflection --role actor --max-steps 24`
+    * `sparring train dpo --role critic --config dpo.yaml`, with dpo.yaml holding for instance
+      `loss_type: ipo`, `lora: {r: 32, alpha: 64}` and `trl: {lr_scheduler_type: cosine}`
     * `accelerate launch --multi_gpu --num_processes 4 -m app.cli train sft --role actor --dataset 12`
       (sft, dpo, kto on 4 GPUs; build the snapshot first with `sparring datasets build`)
     """
-    from training.jobs import TRAINER_KINDS, TrainingJobError, run_training_job, trainer_for
+    from training.jobs import TrainingJobError, run_training_job
+    from training.trainers.kinds import trainer_kind
 
-    if kind not in (*TRAINER_KINDS, "grpo"):
-        fail(f"unknown trainer {kind!r}; trainers: {', '.join(TRAINER_KINDS)}, grpo")
-    rank = _check_launch(kind, role, dataset)
+    try:
+        trainer = trainer_kind(kind)
+    except ValueError as exc:
+        fail(str(exc))
+    rank = _check_launch(trainer, role, dataset)
     settings = settings_or_exit(database_url=db)
-    engine = store_or_exit(settings)
-    if rank == 0:
-        clean_up_stale_work(engine)
-    _, config_type = trainer_for(kind)
     options = {
         "learning_rate": learning_rate,
         "num_train_epochs": epochs,
@@ -227,25 +235,16 @@ def train(
         "per_device_train_batch_size": batch_size,
         "beta": beta,
         "rpo_alpha": rpo_alpha,
-        "report_to": report_to,
+        "report_to": tuple(report_to.split(",")) if report_to else None,
     }
-    fields = config_type.__dataclass_fields__
-    unknown = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None and k not in fields]
-    if unknown:
-        fail(f"{', '.join(unknown)} does not apply to the {kind} trainer")
-    try:
-        config = config_type(
-            model=settings.model,
-            device=settings.device,
-            seed=settings.seed,
-            **{k: v for k, v in options.items() if v is not None},
-        )
-    except ValueError as exc:
-        fail(str(exc))
+    config = _trainer_config(kind, trainer.config_type, settings, options, config_file)
+    engine = store_or_exit(settings)
+    if rank == 0:
+        clean_up_stale_work(engine)
 
     from training.registry import active_version
 
-    if kind == "grpo":
+    if not trainer.reads_snapshot:
         rows, snapshot_id, extra, cleanup = _online(engine, settings, game, role, tasks, seat or [])
     else:
         from training.datasets import DatasetError, LogFilter, load_snapshot
@@ -262,9 +261,8 @@ def train(
         extra, cleanup = {}, lambda: None
     parent = None if fresh else active_version(engine, role)
     if rank != 0:  # the other processes of `accelerate launch` train beside the main one, which alone records
-        train_fn, _ = trainer_for(kind)
         with tempfile.TemporaryDirectory(prefix=f"sparring-rank{rank}-") as work:
-            train_fn(
+            trainer.train(
                 rows, config, role=role, output_dir=Path(work) / "adapter", cache_dir=settings.cache_dir,
                 parent_adapter=parent.path if parent else None, progress=None, dataset_snapshot_id=snapshot_id,
             )
@@ -318,26 +316,54 @@ def train(
     if fmt == Format.table:
         err.print(
             f"published {result.adapter.name} as a candidate; gate and deploy it with "
-            f"`sparring deploy {role} --candidate {result.adapter.name}`"
+            f"`sparring deploy {role} --candidate {result.adapter.name}`; its loss per step: "
+            f"`sparring jobs show {result.job_id}`"
         )
 
 
-def _check_launch(kind: str, role: str, dataset: int | None) -> int:
+def _trainer_config(kind: str, config_type: type, settings: Settings, flags: dict, config_file: Path | None):
+    """The trainer's config: its defaults, then the settings (model, device, seed), then the
+    --config file, then the flags given. TensorBoard writes to SPARRING_DATA_DIR/runs unless
+    the file names a logging_dir."""
+    from training.config_file import ConfigFileError, read_config_file
+    from training.trainers.reporting import targets
+
+    fields = config_type.__dataclass_fields__
+    unknown = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None and k not in fields]
+    if unknown:
+        fail(f"{', '.join(unknown)} does not apply to the {kind} trainer")
+    try:
+        from_file = read_config_file(config_file, config_type, kind) if config_file is not None else {}
+    except ConfigFileError as exc:
+        fail(str(exc))
+    values = {"model": settings.model, "device": settings.device, "seed": settings.seed, **from_file,
+              **{k: v for k, v in flags.items() if v is not None}}
+    try:
+        if targets(values.get("report_to", "none")):
+            values.setdefault("logging_dir", str(settings.data_dir / "runs"))
+        return config_type(**values)
+    except ValueError as exc:
+        fail(str(exc) + (f" (settings from {config_file} and the options)" if config_file is not None else ""))
+
+
+def _check_launch(trainer, role: str, dataset: int | None) -> int:
     """This process's rank when `accelerate launch` (or torchrun) started several; 0 otherwise.
 
     All of them train (TRL's trainers run data-parallel); only rank 0 records the job and
     publishes the adapter, so they must all read one snapshot that exists already.
     """
+    from training.trainers.kinds import kind_names
+
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and kind not in DATA_PARALLEL_KINDS:
+    if world > 1 and not trainer.data_parallel:
         fail(
-            f"`sparring train {kind}` trains in one process, but accelerate launch started {world}. Run it "
-            f"without accelerate launch ({', '.join(DATA_PARALLEL_KINDS)} can use several GPUs)."
+            f"`sparring train {trainer.name}` trains in one process, but accelerate launch started {world}. Run it "
+            f"without accelerate launch ({', '.join(kind_names(data_parallel=True))} can use several GPUs)."
         )
     if world > 1 and dataset is None:
         fail(
             f"under accelerate launch all {world} processes must train on one snapshot: build it first with "
-            f"`sparring datasets build {kind} --role {role}` and pass its id with --dataset."
+            f"`sparring datasets build {trainer.name} --role {role}` and pass its id with --dataset."
         )
     return rank
 
@@ -347,7 +373,6 @@ def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats:
     that logs every rollout episode; returns (tasks, None, trainer kwargs, cleanup)."""
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
-    from graphs.tasks import load_tasks
     from graphs.tasks.base import TaskSourceError
     from storage.recorder import Recorder
     from storage.records import RunRecord
@@ -355,7 +380,7 @@ def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats:
     try:
         spec = get_game(game)
         specs = {s: p for s, p in parse_seat_specs(spec, seats).items() if s != role}
-        task_list = load_tasks(tasks, n=None, seed=settings.seed, split="train")
+        task_list = spec.tasks.load(tasks or spec.tasks.default, n=None, seed=settings.seed, split="train")
     except (UnknownGameError, SeatSpecError, TaskSourceError) as exc:
         fail(str(exc))
     factory = PolicyFactory(settings, SamplingParams(temperature=0.7), engine)
@@ -378,7 +403,8 @@ def deploy(
     role: Annotated[str, typer.Argument(help="Role whose newest candidate is gated and deployed.")],
     candidate: Annotated[str | None, typer.Option(help="A candidate version (default: the newest).")] = None,
     game: Annotated[str, typer.Option(help="Game the versions are evaluated on.")] = "math-reflection",
-    tasks: Annotated[str, typer.Option(help="Held-out task source.")] = "arithmetic",
+    tasks: Annotated[str | None, typer.Option(help="Held-out task source (default: the game's own).",
+                                              show_default=False)] = None,
     eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each version plays.")] = 64,
     margin: Annotated[float, typer.Option(min=0.0, help="How much worse than the active version is tolerated.")] = 0.0,
     game_options: GameOptionValues = NONE_GIVEN,
@@ -398,7 +424,6 @@ def deploy(
     """
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
-    from graphs.tasks import load_tasks
     from graphs.tasks.base import TaskSourceError
     from training.deploy import GateError, LivePolicies, gate_and_deploy
     from training.evaluator import Evaluator
@@ -411,9 +436,9 @@ def deploy(
     clean_up_stale_work(engine)
     try:
         spec = get_game(game)
-        seat_specs = parse_seat_specs(spec, seat or [])
         options = game_options.make(spec)
-        heldout = load_tasks(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
+        seat_specs = parse_seat_specs(spec, seat or [], options=options)
+        heldout = spec.tasks.load(tasks or spec.tasks.default, n=eval_tasks, seed=settings.seed, split="heldout")
         chosen = get_version(engine, candidate) if candidate else newest_candidate(engine, role)
     except (UnknownGameError, SeatSpecError, TaskSourceError, RegistryError, ValueError) as exc:
         fail(str(exc))

@@ -121,6 +121,7 @@ def _record(ctx: EpisodeContext, decision: Decision, last_turn: dict[str, str]) 
         rationale=decision["rationale"],
         judge_turn_id=decision["judge_turn_id"],
         judge_policy=None if decision["judged_by"] == "model" else "verifier",
+        rubric="debate" if decision["judged_by"] == "model" else "correctness",
     )
     for seat in DEBATERS:
         ctx.reward(seat, "win", win_value(seat, winner), turn_id=last_turn[seat], judged_by=decision["judged_by"])

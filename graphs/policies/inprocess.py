@@ -174,6 +174,8 @@ class InProcessBackend:
                 "the tokenizer needs a pad token (load it with graphs.policies.models.load_model)"
             )
         self.model_name = model_name
+        self.precision = str(model.dtype).removeprefix("torch.")
+        """the weights' dtype ("float32", "bfloat16"): part of an evaluation's key"""
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
         self.join_rows = join_rows or max(1, max_batch_size // JOIN_ROWS_DIVISOR)
@@ -201,10 +203,11 @@ class InProcessBackend:
         *,
         cache_dir: Path,
         device: str = "auto",
+        dtype: str = "auto",
         max_batch_size: int = 64,
     ) -> InProcessBackend:
         """Load ``model`` ("bundled", a local folder or a hub id) with ``load_model``."""
-        lm, tokenizer = load_model(model, cache_dir=cache_dir, device=device)
+        lm, tokenizer = load_model(model, cache_dir=cache_dir, device=device, dtype=dtype, serving=True)
         return cls(lm, tokenizer, model_name=model, max_batch_size=max_batch_size)
 
     @property
@@ -613,7 +616,10 @@ class InProcessBackend:
             if self._peft is None:
                 self._peft = PeftModelForCausalLM(self._model, config, adapter_name=name)
                 self._model = self._peft
-                self._merger = AdapterMerger(self._peft) if self._peft.device.type == "cpu" else None
+                # bfloat16 weights would round a small LoRA update away: merge only float32 ones
+                base = self._peft.get_base_model()
+                merge = base.device.type == "cpu" and base.dtype == torch.float32
+                self._merger = AdapterMerger(self._peft) if merge else None
             result = self._peft.load_adapter(str(path), adapter_name=name)
             _check_loaded_keys(name, result.missing_keys, result.unexpected_keys)
         except Exception as exc:

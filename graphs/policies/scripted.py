@@ -208,25 +208,80 @@ def stubborn(messages: list[Message], request: GenerationRequest) -> str:
     return f"I stand by my first answer.\nAnswer: {first}" if first else "I stand by what I said."
 
 
+def agreeable(messages: list[Message], request: GenerationRequest) -> str:
+    """A debater that adopts the other debater's latest answer (``calculator``'s when it has
+    heard none): a partner that never makes a debate decisive."""
+    theirs = _other_answer(messages)
+    if theirs is None:
+        return calculator(messages, request)
+    return f"I agree with the other debater.\nAnswer: {theirs}"
+
+
+def contrarian(messages: list[Message], request: GenerationRequest) -> str:
+    """A debater that always disputes the other debater's latest answer: it states its own
+    calculation when that differs, else the other's number plus one (``calculator`` when it has
+    heard none)."""
+    theirs = _other_answer(messages)
+    if theirs is None:
+        return calculator(messages, request)
+    first = next((m["content"] for m in messages if m["role"] == "user"), "")
+    own = _calculate(_OTHER_DEBATER.split(first)[0])  # the question, before any argument
+    if own is not None and own != theirs:
+        return f"The other debater is wrong.\nAnswer: {own}"
+    value = _evaluate(theirs)
+    disputed = _format(value + 1) if value is not None else "0"
+    return f"The other debater is wrong.\nAnswer: {disputed}"
+
+
 BOTS: dict[str, Bot] = {
     "echo": echo,
     "always-correct": always_correct,
     "always-incorrect": always_incorrect,
     "calculator": calculator,
     "stubborn": stubborn,
+    "agreeable": agreeable,
+    "contrarian": contrarian,
 }
 
 
+def known_bots() -> dict[str, Bot]:
+    """The built-in bots, then those the registered games contribute (``GameSpec.bots``)."""
+    from graphs.games import game_registry  # imported here: the game specs import policies
+
+    bots = dict(BOTS)
+    for game in game_registry().values():
+        for name, bot in game.bots.items():
+            if name in bots:
+                raise ValueError(f"game {game.name!r} contributes a scripted bot named {name!r}, a name "
+                                 "already taken; rename the game's bot")
+            bots[name] = bot
+    return bots
+
+
 def scripted_bot(name: str) -> ScriptedBackend:
-    """A backend running the built-in bot ``name`` (model_name ``scripted:<name>``), as the
-    CLI's ``--seat critic=scripted:always-correct`` asks for."""
-    if name not in BOTS:
-        raise ValueError(f"unknown scripted bot {name!r}; built-in bots: {', '.join(BOTS)}")
-    return ScriptedBackend(BOTS[name], bot_name=name)
+    """A backend running the built-in or game bot ``name`` (model_name ``scripted:<name>``), as
+    the CLI's ``--seat critic=scripted:always-correct`` asks for."""
+    bots = known_bots()
+    if name not in bots:
+        raise ValueError(f"unknown scripted bot {name!r}; built-in bots: {', '.join(bots)}")
+    return ScriptedBackend(bots[name], bot_name=name)
 
 
 def _last_user(messages: list[Message]) -> str:
     return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+
+
+_OTHER_DEBATER = re.compile(r"^Debater [A-Z]:\n", re.MULTILINE)
+
+
+def _other_answer(messages: list[Message]) -> str | None:
+    """The answer of the other debater's latest argument: the "Debater X:" block of the last
+    user message (debate's prompt), without the instruction paragraph that follows it."""
+    blocks = _OTHER_DEBATER.split(_last_user(messages))
+    if len(blocks) < 2:
+        return None
+    argument = blocks[-1].rpartition("\n\n")[0] or blocks[-1]
+    return extract_answer(argument)
 
 
 _EXPRESSION = re.compile(r"[\d(][\d\s.+\-*/×÷()]*[\d)]")

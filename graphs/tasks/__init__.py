@@ -6,11 +6,12 @@ import random
 from pathlib import Path
 
 from graphs.tasks import arithmetic
-from graphs.tasks.base import Task, TaskSourceError
+from graphs.tasks.base import Task, TaskSource, TaskSourceError
 from graphs.tasks.files import load_jsonl
 from graphs.tasks.hf import load_hf
 
-__all__ = ["DEFAULT_ARITHMETIC_COUNT", "FILE_SPLITS", "Task", "TaskSourceError", "default_split", "load_tasks"]
+__all__ = ["DEFAULT_ARITHMETIC_COUNT", "FILE_SPLITS", "MATH_TASKS", "Task", "TaskSourceError", "default_split",
+           "load_tasks"]
 
 DEFAULT_ARITHMETIC_COUNT = 100
 """How many arithmetic problems ``load_tasks`` makes when n is None (the generator is endless)."""
@@ -62,3 +63,8 @@ def load_tasks(spec: str, *, n: int | None, seed: int, split: str | None = None)
         raise TaskSourceError(f"unknown task source {spec!r}; accepted: {ACCEPTED_SPECS}")
     random.Random(seed).shuffle(tasks)
     return tasks if n is None else tasks[:n]
+
+
+MATH_TASKS = TaskSource(default=arithmetic.SOURCE, accepted=ACCEPTED_SPECS, load=load_tasks,
+                        default_split=default_split)
+"""The task source of the math games: the arithmetic generator, GSM8K/MATH files, Hugging Face."""

@@ -1,4 +1,6 @@
-"""Adapter folders: checking a parent before training, writing the trained adapter after.
+"""Adapter folders on the trainer's side: checking a parent before training, writing the
+trained adapter after. The folder format (PEFT's file names) and removing a folder are
+``training.adapter_files``' (the registry's side), which this module uses.
 
 A trained adapter folder holds PEFT's files (``adapter_config.json``,
 ``adapter_model.safetensors``) and ``sparring.json``: the role, the trainer kind, the base
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphs.policies.models import ModelLoadError, resolve_model
+from training.adapter_files import CONFIG_FILE, WEIGHTS_FILE
 from training.trainers.errors import AdapterError, AdapterMismatchError, OutputExistsError, TrainerError
 from training.trainers.lora import LORA_PARAMETER_MARK
 
@@ -27,8 +29,6 @@ if TYPE_CHECKING:
 
     from training.trainers.base_config import TrainingConfig
 
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 METADATA_FILE = "sparring.json"
 METADATA_FORMAT = 1
 
@@ -138,10 +138,10 @@ def check_parent_adapter(folder: Path, *, model: str, role: str, cache_dir: Path
 
 
 def _read_adapter_config(folder: Path, fresh_hint: str) -> dict[str, Any]:
-    path = folder / ADAPTER_CONFIG
+    path = folder / CONFIG_FILE
     if not path.is_file():
         raise AdapterError(
-            f"Parent adapter folder {folder} has no {ADAPTER_CONFIG}: it is not a PEFT adapter folder or it "
+            f"Parent adapter folder {folder} has no {CONFIG_FILE}: it is not a PEFT adapter folder or it "
             f"was copied incompletely. Copy the whole folder again, {fresh_hint}."
         )
     try:
@@ -160,10 +160,10 @@ def _read_adapter_config(folder: Path, fresh_hint: str) -> dict[str, Any]:
 def _check_weights(folder: Path, fresh_hint: str) -> None:
     from safetensors import SafetensorError, safe_open
 
-    path = folder / ADAPTER_WEIGHTS
+    path = folder / WEIGHTS_FILE
     if not path.is_file():
         raise AdapterError(
-            f"Parent adapter folder {folder} has no {ADAPTER_WEIGHTS}. Copy the whole folder again (adapters "
+            f"Parent adapter folder {folder} has no {WEIGHTS_FILE}. Copy the whole folder again (adapters "
             f"saved as .bin are not read: re-save them with safe_serialization=True), {fresh_hint}."
         )
     try:
@@ -230,8 +230,3 @@ def write_adapter(model: PeftModel, staging: Path, output_dir: Path, metadata: A
         output_dir.rmdir()
     staging.chmod(0o755)
     os.rename(staging, output_dir)
-
-
-def discard(staging: Path) -> None:
-    """Remove a staging folder left by a failed run."""
-    shutil.rmtree(staging, ignore_errors=True)

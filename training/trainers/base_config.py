@@ -1,7 +1,7 @@
 """Settings every trainer shares; each trainer's config (``X_config.py``) extends one of these.
 
 ``TrainingConfig`` holds what any LoRA training run needs; ``TRLTrainingConfig`` adds what is
-passed through to TRL's trainers (SFT, DPO, KTO). Every field has help text
+passed through to TRL's trainers (SFT, DPO, KTO, GRPO). Every field has help text
 (``metadata["help"]``); ``__post_init__`` rejects values that cannot work, saying how to fix
 them. Configs are plain data: ``to_dict()`` is what ``training_jobs.config`` and
 ``sparring.json`` store.
@@ -86,6 +86,21 @@ class TrainingConfig:
         default=1,
         metadata={"help": "Optimiser steps between two entries of the log history."},
     )
+    report_to: str | tuple[str, ...] = field(
+        default="none",
+        metadata={
+            "help": 'Experiment trackers that get each log entry: "none", "tensorboard", "wandb", ... or a list '
+            "of them (the tracker's package must be installed); every trainer, the PPO loop included."
+        },
+    )
+    logging_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder of TensorBoard's event files (a sub-folder <kind>-<role>-<time> per run). None: "
+            "transformers' default (TENSORBOARD_LOGGING_DIR, else inside the trainer's output folder, which a "
+            "training job deletes)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.lora, dict):
@@ -128,33 +143,6 @@ class TrainingConfig:
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}; use 0.0 for none.")
         if self.logging_steps < 1:
             raise ValueError(f"logging_steps must be >= 1, got {self.logging_steps}.")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (what ``training_jobs.config`` and ``sparring.json`` store)."""
-        return asdict(self)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TRLTrainingConfig(TrainingConfig):
-    """Settings passed through to TRL's trainers (SFT, DPO, KTO)."""
-
-    report_to: str | tuple[str, ...] = field(
-        default="none",
-        metadata={
-            "help": 'Experiment trackers to report metrics to: "none", "tensorboard", "wandb", ... or a list of '
-            "them (the tracker's package must be installed)."
-        },
-    )
-    gradient_checkpointing: bool = field(
-        default=False,
-        metadata={
-            "help": "Recompute activations in the backward pass: less memory, about 20% slower. Off by default: "
-            "the bundled 135M model fits without it."
-        },
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
         if isinstance(self.report_to, list):
             object.__setattr__(self, "report_to", tuple(self.report_to))
         targets = (self.report_to,) if isinstance(self.report_to, str) else self.report_to
@@ -164,20 +152,81 @@ class TRLTrainingConfig(TrainingConfig):
                 f"report_to {self.report_to!r} names no known tracker ({', '.join(unknown) or 'empty'}); "
                 f"use one or more of {', '.join(REPORT_TARGETS)}."
             )
+        if ("none" in targets or "all" in targets) and len(targets) > 1:
+            raise ValueError(
+                f'report_to {self.report_to!r} mixes "none" or "all" with trackers: use it alone or drop it.'
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (what ``training_jobs.config`` and ``sparring.json`` store)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TRLTrainingConfig(TrainingConfig):
+    """Settings passed through to TRL's trainers (SFT, DPO, KTO, GRPO)."""
+
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata={
+            "help": "Recompute activations in the backward pass: less memory, about 20% slower. Off by default: "
+            "the bundled 135M model fits without it."
+        },
+    )
+    trl: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Further arguments of TRL's config class (SFTConfig, DPOConfig, KTOConfig, GRPOConfig), passed "
+            "as they are: warmup_ratio, lr_scheduler_type, max_prompt_length, ... Those set by the fields above "
+            "or by sparring itself (output_dir, save_strategy, report_to...) are refused."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.device.startswith("cuda:"):
             raise ValueError(
                 f"device {self.device!r}: TRL's trainers place the model on the first visible GPU themselves. "
                 f"Set device to cuda and choose the GPU with CUDA_VISIBLE_DEVICES={self.device.removeprefix('cuda:')}."
             )
-        if "none" in targets and len(targets) > 1:
-            raise ValueError(f'report_to {self.report_to!r} mixes "none" with trackers: use "none" alone or drop it.')
+        if self.trl:
+            self._check_trl_arguments()
+
+    @classmethod
+    def trl_config_class(cls) -> type:
+        """TRL's config class these settings become (``SFTConfig``...); each trainer's config names its own."""
+        raise NotImplementedError(f"{cls.__name__} names no TRL config class")
+
+    def _check_trl_arguments(self) -> None:
+        import dataclasses
+        import difflib
+
+        trl_class = self.trl_config_class()
+        valid = {f.name for f in dataclasses.fields(trl_class) if f.init}
+        own = self._own_trl_arguments(output_dir="", bf16=False, use_cpu=True)
+        own_fields = {f.name for f in dataclasses.fields(self)}
+        for key in self.trl:
+            if key in own or key in own_fields:
+                where = f"set it as {key!r} at the top level" if key in own_fields else "sparring sets it itself"
+                raise ValueError(f"trl.{key}: {trl_class.__name__}'s {key!r} is not passed through ({where}).")
+            if key not in valid:
+                close = difflib.get_close_matches(key, valid, n=3)
+                hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+                raise ValueError(
+                    f"trl.{key} is not an argument of TRL's {trl_class.__name__}{hint} (its arguments are the fields "
+                    f"of trl.{trl_class.__name__})."
+                )
 
     def trl_arguments(self, *, output_dir: str, bf16: bool, use_cpu: bool) -> dict[str, Any]:
-        """Keyword arguments of TRL's ``SFTConfig``, ``DPOConfig`` or ``KTOConfig``.
+        """Keyword arguments of TRL's ``SFTConfig``, ``DPOConfig``, ``KTOConfig`` or ``GRPOConfig``:
+        sparring's own, then those of ``trl`` (which never name one of sparring's).
 
         Nothing is checkpointed (``save_strategy="no"``): the trainer function saves the
         adapter itself. TRL's own tqdm bar is off: progress goes to the caller's callback.
         """
+        return {**self._own_trl_arguments(output_dir=output_dir, bf16=bf16, use_cpu=use_cpu), **self.trl}
+
+    def _own_trl_arguments(self, *, output_dir: str, bf16: bool, use_cpu: bool) -> dict[str, Any]:
         return {
             "output_dir": output_dir,
             "learning_rate": self.learning_rate,
@@ -191,7 +240,7 @@ class TRLTrainingConfig(TrainingConfig):
             "seed": self.seed,
             "data_seed": self.seed,
             "logging_steps": self.logging_steps,
-            "report_to": list(self.report_to) if isinstance(self.report_to, tuple) else self.report_to,
+            "report_to": self.trl_report_to(),
             # transformers 5.23 renamed gradient_checkpointing (a deprecated alias now) to this
             "activation_checkpointing": self.gradient_checkpointing,
             "bf16": bf16,
@@ -201,6 +250,16 @@ class TRLTrainingConfig(TrainingConfig):
             "disable_tqdm": True,
             **self.trainer_arguments(),
         }
+
+    def trl_report_to(self) -> list[str] | str:
+        """``report_to`` of TRL's config: TensorBoard is left out when ``logging_dir`` is set (the
+        runner then adds a TensorBoard callback writing there, ``reporting.tracker_callbacks``)."""
+        from training.trainers.reporting import TENSORBOARD, targets
+
+        names = targets(self.report_to)
+        if self.logging_dir is not None:
+            names = [name for name in names if name != TENSORBOARD]
+        return names or "none"
 
     def trainer_arguments(self) -> dict[str, Any]:
         """Arguments of one TRL trainer's config (beta, loss_type...); subclasses add theirs."""

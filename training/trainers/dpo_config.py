@@ -53,6 +53,12 @@ class DPOTrainingConfig(TRLTrainingConfig):
         },
     )
 
+    @classmethod
+    def trl_config_class(cls) -> type:
+        from trl import DPOConfig
+
+        return DPOConfig
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.beta > 0:

@@ -53,7 +53,7 @@ from graphs.tasks.base import Task
 from storage.records import EpisodeEnd, EpisodeStart, JudgmentRecord, RecordSink, RewardRecord, TurnRecord
 from training.trainers.errors import EmptyTrainingDataError, TrainerError
 from training.trainers.grpo_config import GRPOTrainingConfig
-from training.trainers.progress import ProgressFn
+from training.trainers.progress import LogFn, ProgressFn
 from training.trainers.result import TrainResult
 from training.trainers.trl_runner import train_with_trl
 
@@ -81,6 +81,7 @@ def train_grpo(
     options: GameOptions | None = None,
     run_id: str | None = None,
     progress: ProgressFn | None = None,
+    on_log: LogFn | None = None,
 ) -> TrainResult:
     """Train ``role``'s adapter by GRPO on episodes of ``game`` played on ``tasks``; write it to
     ``output_dir`` (which must not hold files).
@@ -88,7 +89,7 @@ def train_grpo(
     ``other_policies`` fill every other non-judge seat; the rollout episodes are logged to
     ``sink`` (with ``run_id``). ``parent_adapter``: continue from this adapter folder (only
     read). ``options``: the game's options (its defaults when None). ``progress(step, total)``
-    is called after every optimiser step.
+    is called after every optimiser step, ``on_log(entry)`` with every log entry.
     """
     config = config or GRPOTrainingConfig()
     spec = get_game(game)
@@ -149,6 +150,7 @@ def train_grpo(
         parent_adapter=parent_adapter,
         dataset_snapshot_id=None,
         progress=progress,
+        on_log=on_log,
     )
 
 

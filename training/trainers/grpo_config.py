@@ -104,8 +104,14 @@ class GRPOTrainingConfig(TRLTrainingConfig):
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}.")
 
-    def trl_arguments(self, *, output_dir: str, bf16: bool, use_cpu: bool) -> dict[str, Any]:
-        arguments = super().trl_arguments(output_dir=output_dir, bf16=bf16, use_cpu=use_cpu)
+    @classmethod
+    def trl_config_class(cls) -> type:
+        from trl import GRPOConfig
+
+        return GRPOConfig
+
+    def _own_trl_arguments(self, *, output_dir: str, bf16: bool, use_cpu: bool) -> dict[str, Any]:
+        arguments = super()._own_trl_arguments(output_dir=output_dir, bf16=bf16, use_cpu=use_cpu)
         del arguments["max_length"]  # GRPOConfig has none: prompts come from the game, completions are capped
         return arguments
 

@@ -44,6 +44,12 @@ class KTOTrainingConfig(TRLTrainingConfig):
         metadata={"help": "Weight of the undesirable rows' loss (see desirable_weight)."},
     )
 
+    @classmethod
+    def trl_config_class(cls) -> type:
+        from trl import KTOConfig
+
+        return KTOConfig
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.beta > 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -47,6 +47,14 @@ class LoraSettings:
             'module names such as ["q_proj", "v_proj"].'
         },
     )
+    peft: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Further arguments of PEFT's LoraConfig, passed as they are: use_rslora, use_dora, "
+            "init_lora_weights, layers_to_transform, rank_pattern, ... Those above (as r, lora_alpha, "
+            "lora_dropout, target_modules) and those that would train weights outside the adapter are refused."
+        },
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.target_modules, list):
@@ -59,6 +67,8 @@ class LoraSettings:
             raise ValueError(f"lora.dropout must be in [0, 1), got {self.dropout}; use 0.0 to turn it off.")
         if not self.target_modules:
             raise ValueError('lora.target_modules is empty: use "all-linear" or name the modules to adapt.')
+        if self.peft:
+            _check_peft_arguments(self.peft)
         if "lm_head" in self.target_modules:
             raise ValueError(
                 "lora.target_modules must not include lm_head: TRL's DPO and KTO trainers compute "
@@ -78,7 +88,38 @@ class LoraSettings:
             target_modules=modules,
             bias="none",
             task_type="CAUSAL_LM",
+            **self.peft,
         )
+
+
+PEFT_OWN = {"r": "r", "lora_alpha": "alpha", "lora_dropout": "dropout", "target_modules": "target_modules",
+            "task_type": None}
+"""LoraConfig arguments set from LoraSettings' own fields (the field's name), or by sparring (None)."""
+PEFT_REFUSED = ("bias", "modules_to_save", "trainable_token_indices")
+"""LoraConfig arguments that make weights outside the LoRA matrices trainable: the base model, shared
+by every role, must stay frozen."""
+
+
+def _check_peft_arguments(arguments: dict[str, Any]) -> None:
+    import dataclasses
+    import difflib
+
+    from peft import LoraConfig
+
+    valid = {f.name for f in dataclasses.fields(LoraConfig) if f.init}
+    for key in arguments:
+        if key in PEFT_OWN:
+            where = f"set it as lora.{PEFT_OWN[key]}" if PEFT_OWN[key] else "sparring sets it itself"
+            raise ValueError(f"lora.peft.{key}: LoraConfig's {key!r} is not passed through ({where}).")
+        if key in PEFT_REFUSED:
+            raise ValueError(
+                f"lora.peft.{key} would train weights outside the LoRA adapter, which every role shares with the "
+                f"frozen base model: leave it out."
+            )
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=3)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(f"lora.peft.{key} is not an argument of PEFT's LoraConfig{hint}")
 
 
 def load_base_model(model: str, *, cache_dir: Path, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -35,15 +35,17 @@ from pathlib import Path
 
 import torch
 from datasets import Dataset
-from transformers import set_seed
+from transformers import TrainingArguments, set_seed
 
 from storage.models import DatasetKind
-from training.trainers.adapters import AdapterMetadata, discard, prepare_run, staging_dir, write_adapter
+from training.adapter_files import discard
+from training.trainers.adapters import AdapterMetadata, prepare_run, staging_dir, write_adapter
 from training.trainers.data import TrainingRows, as_dataset, require_columns
 from training.trainers.errors import DatasetColumnsError, TrainingDivergedError
 from training.trainers.lora import attach_adapter, load_base_model
 from training.trainers.ppo_config import PPOTrainingConfig
-from training.trainers.progress import ProgressFn
+from training.trainers.progress import LogFn, ProgressFn
+from training.trainers.reporting import TENSORBOARD, TrackerReport, run_folder, targets, tracker_callbacks
 from training.trainers.result import TrainResult
 
 PPO_COLUMNS = (("prompt_token_ids", "completion_token_ids", "behaviour_logprobs", "advantage"),)
@@ -175,12 +177,13 @@ def train_ppo(
     parent_adapter: Path | None = None,
     dataset_snapshot_id: int | None = None,
     progress: ProgressFn | None = None,
+    on_log: LogFn | None = None,
 ) -> TrainResult:
     """Update ``role``'s adapter on logged samples and write it to ``output_dir`` (which must not hold files).
 
     ``parent_adapter``: continue from this adapter folder (it is only read), normally the one
     that generated the samples; else a fresh adapter. ``progress(step, total)`` is called
-    after every optimiser step.
+    after every optimiser step, ``on_log(entry)`` with every log entry.
     """
     config = config or PPOTrainingConfig()
     dataset = as_dataset(rows, DatasetKind.PPO)
@@ -194,13 +197,21 @@ def train_ppo(
     output_dir = prepare_run(
         role=role, output_dir=output_dir, parent_adapter=parent_adapter, model=config.model, cache_dir=cache_dir
     )
-    set_seed(config.seed)
-    model, tokenizer = load_base_model(config.model, cache_dir=cache_dir, device=config.device)
-    policy = attach_adapter(model, config.lora, parent_adapter)
-    policy.eval()
     staging = staging_dir(output_dir)
     try:
-        log_history, metrics = _train(policy, samples, config, tokenizer.pad_token_id, progress)
+        # before the model loads, so that a tracker whose package is missing fails at once
+        report = _tracker_report(config, role, staging, len(step_plan(len(samples), config)))
+        set_seed(config.seed)
+        model, tokenizer = load_base_model(config.model, cache_dir=cache_dir, device=config.device)
+        policy = attach_adapter(model, config.lora, parent_adapter)
+        policy.eval()
+        report.begin(policy)
+        try:
+            log_history, metrics = _train(
+                policy, samples, config, tokenizer.pad_token_id, progress, _both(on_log, report.log)
+            )
+        finally:
+            report.end(policy)
         metrics["skipped_rows"] = float(skipped)
         metadata = AdapterMetadata.new(
             role=role,
@@ -217,12 +228,37 @@ def train_ppo(
     return TrainResult(adapter_dir=output_dir, metrics=metrics, log_history=log_history)
 
 
+def _tracker_report(config: PPOTrainingConfig, role: str, staging: Path, max_steps: int) -> TrackerReport:
+    """The trackers of ``config.report_to``, driven as a TRL trainer would drive them; as in TRL's
+    runner, the output folder trackers see is the staging folder (only its files are published)."""
+    names = targets(config.report_to)
+    folder = run_folder(config.logging_dir, DatasetKind.PPO, role) if config.logging_dir else None
+    args = TrainingArguments(
+        output_dir=str(staging), report_to=[n for n in names if n != TENSORBOARD or folder is None] or "none",
+        learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs, max_steps=config.max_steps,
+        per_device_train_batch_size=config.per_device_train_batch_size, seed=config.seed,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, logging_steps=config.logging_steps,
+        use_cpu=True, disable_tqdm=True,
+    )  # what trackers record as the run's arguments (use_cpu: nothing here places a model)
+    return TrackerReport(tracker_callbacks(names, folder), args, max_steps)
+
+
+def _both(first: LogFn | None, second: LogFn) -> LogFn:
+    def log(entry: dict[str, float]) -> None:
+        if first is not None:
+            first(entry)
+        second(entry)
+
+    return log
+
+
 def _train(
     policy: torch.nn.Module,
     samples: list[Sample],
     config: PPOTrainingConfig,
     pad_id: int,
     progress: ProgressFn | None,
+    on_log: LogFn | None,
 ) -> tuple[list[dict[str, float]], dict[str, float]]:
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -243,13 +279,14 @@ def _train(
         losses.append(stats["loss"])
         rows_done += len(indices)
         entry = {**stats, "learning_rate": config.learning_rate, "epoch": rows_done / len(samples), "step": step}
-        if step % config.logging_steps == 0 or step == len(plan):
+        out_of_time = config.max_seconds is not None and time.monotonic() - started >= config.max_seconds
+        if step % config.logging_steps == 0 or step == len(plan) or out_of_time:
             log_history.append(entry)
+            if on_log is not None:
+                on_log(dict(entry))
         if progress is not None:
             progress(step, len(plan))
-        if config.max_seconds is not None and time.monotonic() - started >= config.max_seconds:
-            if log_history[-1:] != [entry]:
-                log_history.append(entry)
+        if out_of_time:
             break
     metrics = {key: value for key, value in log_history[-1].items() if key != "step"}
     metrics.update(train_loss=sum(losses) / len(losses), steps=float(len(losses)), runtime_s=time.monotonic() - started)

@@ -21,3 +21,9 @@ class SFTTrainingConfig(TRLTrainingConfig):
         default=2e-4,
         metadata={"help": "Peak learning rate of AdamW on the LoRA parameters (2e-4 improved the bundled model)."},
     )
+
+    @classmethod
+    def trl_config_class(cls) -> type:
+        from trl import SFTConfig
+
+        return SFTConfig

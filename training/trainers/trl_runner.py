@@ -1,4 +1,8 @@
-"""The run shared by the TRL trainers (SFT, DPO, KTO), configured through TRL's public API only.
+"""The run shared by the TRL trainers (SFT, DPO, KTO, GRPO), configured through TRL's public API only.
+
+``TRLDatasetTrainer`` is the train function of SFT, DPO and KTO: one TRL trainer on the rows
+of a dataset snapshot (``training.trainers.kinds`` holds one per kind); GRPO calls
+``train_with_trl`` with its rollout function.
 
 1. check the output folder and the parent adapter (before the model is loaded);
 2. load the base model; start a fresh adapter (TRL's ``peft_config``) or pass a trainable
@@ -12,6 +16,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +24,67 @@ import torch
 from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback, TrainingArguments, set_seed
 
-from training.trainers.adapters import AdapterMetadata, discard, prepare_run, staging_dir, write_adapter
+from storage.models import DatasetKind
+from training.adapter_files import discard
+from training.trainers.adapters import AdapterMetadata, prepare_run, staging_dir, write_adapter
 from training.trainers.base_config import TRLTrainingConfig
+from training.trainers.data import TrainingRows, as_dataset, require_columns
 from training.trainers.errors import TrainingDivergedError
 from training.trainers.lora import attach_adapter, load_base_model, require_frozen_base, uses_cpu
-from training.trainers.progress import ProgressCallback, ProgressFn, TimeBudgetCallback
+from training.trainers.progress import LogCallback, LogFn, ProgressCallback, ProgressFn, TimeBudgetCallback, numeric
+from training.trainers.reporting import TENSORBOARD, run_folder, targets, tracker_callbacks
 from training.trainers.result import TrainResult
+
+
+@dataclass(frozen=True)
+class TRLDatasetTrainer:
+    """One of TRL's trainers on a dataset snapshot's rows; calling it trains."""
+
+    kind: DatasetKind
+    trainer: str
+    """TRL's trainer class, by name (``trl`` is imported when training starts)"""
+    config_type: type[TRLTrainingConfig]
+    columns: tuple[tuple[str, ...], ...]
+    """the row formats it reads, any one of them (TRL's, as the kind's builder writes them)"""
+
+    def __call__(
+        self,
+        rows: TrainingRows,
+        config: TRLTrainingConfig | None = None,
+        *,
+        role: str,
+        output_dir: Path,
+        cache_dir: Path,
+        parent_adapter: Path | None = None,
+        dataset_snapshot_id: int | None = None,
+        progress: ProgressFn | None = None,
+        on_log: LogFn | None = None,
+    ) -> TrainResult:
+        """Train ``role``'s adapter on ``rows`` and write it to ``output_dir`` (which must not hold files).
+
+        ``parent_adapter``: continue from this adapter folder (it is only read) instead of a
+        fresh adapter. ``progress(step, total)`` is called after every optimiser step,
+        ``on_log(entry)`` with every log entry.
+        """
+        config = config or self.config_type()
+        dataset = as_dataset(rows, self.kind)
+        require_columns(dataset, self.kind, *self.columns)
+        import trl
+
+        return train_with_trl(
+            kind=self.kind,
+            trainer_cls=getattr(trl, self.trainer),
+            args_cls=self.config_type.trl_config_class(),
+            dataset=dataset,
+            config=config,
+            role=role,
+            output_dir=output_dir,
+            cache_dir=cache_dir,
+            parent_adapter=parent_adapter,
+            dataset_snapshot_id=dataset_snapshot_id,
+            progress=progress,
+            on_log=on_log,
+        )
 
 
 def train_with_trl(
@@ -40,6 +100,7 @@ def train_with_trl(
     parent_adapter: Path | None,
     dataset_snapshot_id: int | None,
     progress: ProgressFn | None,
+    on_log: LogFn | None = None,
 ) -> TrainResult:
     """Train one adapter with ``trainer_cls`` (a TRL trainer) configured by ``args_cls`` (its config class)."""
     output_dir = prepare_run(
@@ -53,6 +114,10 @@ def train_with_trl(
     else:
         model = attach_adapter(model, config.lora, parent_adapter)
     callbacks: list[TrainerCallback] = [ProgressCallback(progress)] if progress is not None else []
+    if on_log is not None:
+        callbacks.append(LogCallback(on_log))
+    if config.logging_dir is not None and TENSORBOARD in targets(config.report_to):
+        callbacks += tracker_callbacks([TENSORBOARD], run_folder(config.logging_dir, kind, role))
     if config.max_seconds is not None:
         callbacks.append(TimeBudgetCallback(config.max_seconds))
     staging = staging_dir(output_dir)
@@ -73,7 +138,7 @@ def train_with_trl(
         trainer.remove_callback(PrinterCallback)  # it prints every log entry; progress goes to the callback
         require_frozen_base(trainer.model)
         output = trainer.train()
-        log_history = [_numeric(entry) for entry in trainer.state.log_history]
+        log_history = [numeric(entry) for entry in trainer.state.log_history]
         metrics = _final_metrics(log_history, output.training_loss, output.global_step, output.metrics)
         if not math.isfinite(metrics["train_loss"]):
             raise TrainingDivergedError(
@@ -93,10 +158,6 @@ def train_with_trl(
         discard(staging)
         raise
     return TrainResult(adapter_dir=output_dir, metrics=metrics, log_history=log_history)
-
-
-def _numeric(entry: dict[str, Any]) -> dict[str, float]:
-    return {key: float(value) for key, value in entry.items() if isinstance(value, int | float)}
 
 
 def _final_metrics(
