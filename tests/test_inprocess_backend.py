@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -503,6 +504,55 @@ def test_a_cancelled_request_leaves_the_running_batch(joining) -> None:
     assert stats.requests == 1 and stats.generated_tokens == 40
     # Both rows ran until the cancel (within a step or two), then only the kept one.
     assert stats.row_steps <= 2 * (steps_at_cancel + 2) + (stats.decode_steps - steps_at_cancel)
+
+
+def test_requests_cancelled_while_queued_never_reach_the_model(model, tokenizer) -> None:
+    """A request and a choice whose tasks are cancelled while a batch runs (an episode stopped)
+    are dropped before the next step: no prefill, no choice pass, and no row taken from the live
+    request queued behind them, which joins at the very next step."""
+    backend = InProcessBackend(model, tokenizer, model_name="tiny", max_batch_size=2, batch_wait_s=0.0,
+                               join_rows=1, join_wait_steps=0)
+    calls: list[tuple[int, ...]] = []  # the shape of every forward pass's input ids
+    armed, entered, release = threading.Event(), threading.Event(), threading.Event()
+
+    def gate(module, args, kwargs):
+        calls.append(tuple(kwargs["input_ids"].shape))
+        if armed.is_set() and not entered.is_set():  # hold the worker inside one decode step
+            entered.set()
+            release.wait(timeout=60)
+
+    hook = model.register_forward_pre_hook(gate, with_kwargs=True)
+
+    async def go() -> tuple[GenerationResult, GenerationResult, list[object], int]:
+        running = asyncio.create_task(backend.generate(GenerationRequest(PROMPTS[2], replace(GREEDY,
+                                                                                              max_new_tokens=30))))
+        await _once_running(backend, 2)
+        armed.set()
+        assert await asyncio.to_thread(entered.wait, 60)
+        gone = [asyncio.create_task(backend.generate(GenerationRequest(PROMPTS[1], GREEDY))),
+                asyncio.create_task(backend.generate(verdict_request(PROMPTS[1])))]
+        live = asyncio.create_task(backend.generate(GenerationRequest(PROMPTS[0], replace(GREEDY, max_new_tokens=5))))
+        await asyncio.sleep(0)  # all three are queued behind the held step
+        for task in gone:
+            task.cancel()
+        cancelled = list(await asyncio.gather(*gone, return_exceptions=True))
+        next_call = len(calls)
+        release.set()
+        return await running, await live, cancelled, next_call
+
+    try:
+        long, short, cancelled, next_call = asyncio.run(go())
+    finally:
+        release.set()
+        hook.remove()
+        asyncio.run(backend.aclose())
+    assert [type(c) for c in cancelled] == [asyncio.CancelledError] * 2
+    assert (len(long.completion_token_ids), len(short.completion_token_ids)) == (30, 5)
+    stats = backend.stats
+    assert stats.choice_passes == 0 and stats.requests == 2
+    assert stats.batches == 2  # the first request's batch, and the live request joining it
+    assert stats.prefill_tokens == len(long.prompt_token_ids) + len(short.prompt_token_ids)
+    assert calls[next_call] == (1, len(short.prompt_token_ids))  # the step after the held one: its join
 
 
 def test_no_request_queued_after_an_unload_joins_the_batch_running_before_it(joining, adapter_dirs) -> None:

@@ -5,7 +5,9 @@ thread decodes them together, so the event loop is never blocked by torch. Reque
 arrive while a batch runs join it between two decode steps (prefilled on their own, then
 merged into its KV cache: ``graphs.policies.decoding``), and every row is answered as soon as
 it finishes, so an episode's next turn can join the batch its previous turn left. Results go
-back to each caller's event loop through ``call_soon_threadsafe``.
+back to each caller's event loop through ``call_soon_threadsafe``. Work whose caller has gone
+(its future cancelled: an episode or the command stopped) is dropped between two decode steps:
+a running row leaves the batch, a queued request or choice is never admitted or run.
 
 The decode loop is our own rather than ``model.generate`` because every row of a batch has its
 own sampling parameters (temperature, top-p, seed, stop strings, length) and its own LoRA
@@ -345,6 +347,7 @@ class InProcessBackend:
             running = self._running
             if running is not None:
                 self._take_queued(waiting)
+                _drop_abandoned(waiting)
                 self._run_between_steps(running, waiting)
                 self._running = self._advance(running, self._admit(running, waiting))
                 continue
@@ -375,7 +378,8 @@ class InProcessBackend:
             if not isinstance(more, _Pending):
                 waiting.append((self.stats.decode_steps, more))  # runs after this batch, in order
                 break
-            batch.append(more)
+            if not more.future.cancelled():  # a request whose caller has gone takes no row
+                batch.append(more)
         return batch
 
     def _take_queued(self, waiting: deque[tuple[int, Any]]) -> None:
@@ -414,6 +418,8 @@ class InProcessBackend:
                 return
 
     def _run_control(self, item: _Control) -> None:
+        if item.future.cancelled():  # its caller has gone (an episode or command stopped): nobody wants it
+            return
         try:
             item.run()
         except Exception as exc:  # delivered to the caller, the worker goes on
@@ -717,6 +723,17 @@ def _check_loaded_keys(name: str, missing: list[str], unexpected: list[str]) -> 
         raise BackendError(
             f"the weights file has {len(unexpected)} tensor(s) that fit no module, e.g. {unexpected[0]}"
         )
+
+
+def _drop_abandoned(waiting: deque[tuple[int, Any]]) -> None:
+    """Forget the queued requests and controls whose caller has gone (their future is cancelled:
+    an episode stopped, a command was interrupted), so that none is admitted to the running batch,
+    takes a free row or runs a forward pass of its own."""
+    kept = [entry for entry in waiting
+            if not (isinstance(entry[1], (_Pending, _Control)) and entry[1].future.cancelled())]
+    if len(kept) < len(waiting):
+        waiting.clear()
+        waiting.extend(kept)
 
 
 def _deliver(
