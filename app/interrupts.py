@@ -8,8 +8,9 @@ waits with nothing scheduled, nothing notices it until something else wakes the 
 the signals (``loop.add_signal_handler`` delivers them through its wakeup fd, whichever
 thread the kernel interrupted), cancels the command's work, and KeyboardInterrupt is raised
 once the work has unwound, its ``finally`` blocks run (Terminated, a KeyboardInterrupt, for
-SIGTERM: commands exit 143 on it, 130 on Ctrl-C). ``sigterm_as_interrupt`` does the same for
-synchronous work such as training. A second Ctrl-C stops at once; a
+SIGTERM). ``sigterm_as_interrupt`` does the same for synchronous work such as training. A
+command ends on either with ``exit_when_stopped``: a message on stderr, then exit 130 on
+Ctrl-C and 143 on SIGTERM, as shells report them. A second Ctrl-C stops at once; a
 repeated SIGTERM is ignored so that the cleanup it asked for can finish. A SIGINT that the
 process inherited as ignored (a background job of a shell without job control) stays ignored.
 """
@@ -22,6 +23,8 @@ from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import typer
+
 T = TypeVar("T")
 
 
@@ -32,6 +35,25 @@ class Terminated(KeyboardInterrupt):
 def exit_code(interrupt: KeyboardInterrupt) -> int:
     """The shell's code for a command stopped by this signal: 143 for SIGTERM, 130 for Ctrl-C."""
     return 143 if isinstance(interrupt, Terminated) else 130
+
+
+def interruption(signum: int) -> KeyboardInterrupt:
+    """What a command raises once the work that ``signum`` (SIGINT or SIGTERM) stopped has unwound."""
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextmanager
+def exit_when_stopped(message: str) -> Iterator[None]:
+    """How every command ends on Ctrl-C or SIGTERM: a KeyboardInterrupt (Terminated for SIGTERM)
+    out of the block, raised once the work has unwound and marked what it left, prints
+    ``message`` on stderr (what was kept, what was marked) and exits 130, or 143 for SIGTERM."""
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        from app.commands.common import err
+
+        err.print(message, highlight=False)
+        raise typer.Exit(exit_code(stop)) from None
 
 
 @contextmanager
@@ -82,15 +104,11 @@ async def _guarded(work: Coroutine[Any, Any, T], watched: list[signal.Signals]) 
         result = await task
     except asyncio.CancelledError:
         if received:
-            raise _interrupt(received[0]) from None
+            raise interruption(received[0]) from None
         raise
     finally:
         for signum in watched:
             loop.remove_signal_handler(signum)
     if received:
-        raise _interrupt(received[0])
+        raise interruption(received[0])
     return result
-
-
-def _interrupt(signum: int) -> KeyboardInterrupt:
-    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()

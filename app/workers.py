@@ -9,11 +9,11 @@ progress event per episode, an error message before a worker gives up.
 A worker that dies (killed, crashed) does not stop the others. When it is gone, the parent
 ends its run and fails its running episodes with "worker K (pid P) exited with ...", and the
 command reports it and exits non-zero. Ctrl-C or SIGTERM in the parent sends SIGTERM to every
-worker, which marks its running episodes failed and ends its run as interrupted; a second
-Ctrl-C kills them. Workers ignore SIGINT, so a terminal's Ctrl-C (which reaches the whole
-process group) stops them only through the parent, once. A worker whose parent is gone
-notices at its next progress event and stops: its running episodes are marked failed and
-its run ends ``failed``.
+worker, which marks its running episodes failed and ends its run as interrupted; the command
+then exits 130 (Ctrl-C) or 143 (SIGTERM). A second Ctrl-C kills them. Workers ignore SIGINT,
+so a terminal's Ctrl-C (which reaches the whole process group) stops them only through the
+parent, once. A worker whose parent is gone notices at its next progress event and stops:
+its running episodes are marked failed and its run ends ``failed``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from app.interrupts import exit_code, interruption
 from app.playing import PlayJob, play_share, summarize
 from graphs.games import game_modules, game_registry
 from graphs.tasks.base import Task
@@ -74,7 +75,8 @@ class WorkersOutcome:
     completion_tokens: int = 0
     died: list[str] = field(default_factory=list)
     """why each worker that did not finish its share is gone"""
-    interrupted: bool = False
+    interrupted: KeyboardInterrupt | None = None
+    """what stopped the workers: Ctrl-C (KeyboardInterrupt) or SIGTERM (Terminated) in this process"""
 
 
 @dataclass
@@ -134,9 +136,9 @@ def play_in_workers(
         for worker in running:
             worker.process.join()
     reasons = {w.process.pid: r for w in running if w.process.pid is not None and (r := w.exit_reason())}
-    status = RunStatus.INTERRUPTED if outcome.interrupted else RunStatus.FAILED
+    status = RunStatus.FAILED if outcome.interrupted is None else RunStatus.INTERRUPTED
     fail_exited_workers(engine, parent_run_id, reasons, status=status)
-    if not outcome.interrupted:
+    if outcome.interrupted is None:
         outcome.died = list(reasons.values())
     return outcome
 
@@ -189,7 +191,8 @@ def _follow(
                 worker.error = event[1]
         if len(stops) > handled:
             handled = len(stops)
-            outcome.interrupted = True
+            if outcome.interrupted is None:  # the first signal decides the exit code
+                outcome.interrupted = interruption(stops[0])
             _stop(running, signal.SIGTERM if handled == 1 else signal.SIGKILL)
 
 
@@ -217,16 +220,16 @@ def worker_main(conn: Connection) -> None:
     except EOFError:  # the parent exited before handing out the work: nothing was started
         sys.exit(1)
     job = _place(job, share)
-    exit_code = 0
+    code = 0
     try:
         _play(job, share, conn)
-    except KeyboardInterrupt:
-        exit_code = 130
+    except KeyboardInterrupt as stop:  # the parent's SIGTERM
+        code = exit_code(stop)
     except Exception as exc:
         _send(conn, ("error", str(exc)), required=False)
-        exit_code = 1
+        code = 1
     conn.close()
-    sys.exit(exit_code)
+    sys.exit(code)
 
 
 def _play(job: PlayJob, share: Share, conn: Connection) -> None:

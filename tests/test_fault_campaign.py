@@ -202,25 +202,88 @@ def _run_status(engine: Engine, run_id: str) -> str | None:
         return conn.scalar(select(Run.status).where(Run.id == run_id))
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+# --- Ctrl-C and SIGTERM of every long command ------------------------------------------------
+
+
+def _task_file(folder: Path, rows: int) -> Path:
+    """``rows`` distinct sums ("What is a + 7?"), GSM8K-style: enough that no command ends before it is stopped."""
+    path = folder / f"sums{rows}.jsonl"
+    path.write_text("".join(json.dumps({"question": f"What is {a} + 7?", "answer": f"#### {a + 7}"}) + "\n"
+                            for a in range(rows)))
+    return path
+
+
+def _any_succeeded(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return conn.scalar(select(func.count()).where(Episode.status == "succeeded"))
+
+
+def _assert_stopped(child: Child, engine: Engine, signum: signal.Signals, message: str) -> None:
+    """Stop ``child`` with ``signum``: it exits as shells report the signal (130 for Ctrl-C, 143
+    for SIGTERM) with ``message`` on stderr, having marked what it ran: some run interrupted,
+    no run and no episode of the store left running."""
+    child.process.send_signal(signum)
+    exited, _, err = child.finish(timeout=120)
+    assert exited == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], err
+    assert message in " ".join(err.split()), err  # rich wraps stderr at 80 columns
+    assert "Traceback" not in err
+    with engine.connect() as conn:
+        runs = list(conn.scalars(select(Run.status)))
+        running = conn.scalar(select(func.count()).where(Episode.status == "running"))
+    assert "interrupted" in runs and "running" not in runs, runs
+    assert running == 0
+    _assert_succeeded_are_whole(engine)
+
+
+@pytest.mark.parametrize(
+    ("signum", "workers"), [(signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGTERM, 2)]
+)  # Ctrl-C of --workers N: test_workers.py
 def test_play_stopped_by_a_signal_marks_its_work_and_exits_with_the_signals_code(
-    signum: signal.Signals, code: int, tmp_path: Path
+    signum: signal.Signals, workers: int, tmp_path: Path
 ) -> None:
-    """Ctrl-C exits 130 and SIGTERM 143, as shells report them (SIGTERM exited 130 before).
-    How long the stop takes is bench/stop_latency.py's figure, not a test's."""
+    """Ctrl-C exits 130 and SIGTERM 143, as shells report them (SIGTERM exited 130 before, and
+    always with --workers). How long the stop takes is bench/stop_latency.py's figure, not a test's."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     engine = open_store(url)
     try:
-        child = Child.start([*PLAY, "-n", "20000"], _child_env(tmp_path, url), tmp_path / "play")
-        run_id = child.wait_for(lambda: _run_of(engine, child.process.pid), "its run")
-        child.wait_for(lambda: _succeeded_in(engine, run_id), "its first episode")
-        child.process.send_signal(signum)
-        exited, _, err = child.finish(timeout=120)
-        assert exited == code, err
-        assert "interrupted: finished episodes are kept, running ones are marked failed" in err
-        assert "Traceback" not in err
-        assert _run_status(engine, run_id) == "interrupted" and _running_episodes(engine, run_id) == set()
-        _assert_succeeded_are_whole(engine)
+        child = Child.start([*PLAY, "-n", "20000", "--workers", str(workers)], _child_env(tmp_path, url),
+                            tmp_path / "play")
+        child.wait_for(lambda: _any_succeeded(engine), "its first episode")
+        _assert_stopped(child, engine, signum, "interrupted: finished episodes are kept, running ones are marked "
+                        "failed")
+        with engine.connect() as conn:
+            assert conn.scalar(select(func.count()).select_from(Run)) == (1 if workers == 1 else 1 + workers)
+    finally:
+        engine.dispose()
+
+
+def test_eval_stopped_by_sigterm_marks_its_run_and_exits_143(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = open_store(url)
+    evaluate = ["eval", "--tasks", str(_task_file(tmp_path, 20000)), "-n", "20000", "-c", "8", *SCRIPTED_SEATS]
+    try:
+        child = Child.start(evaluate, _child_env(tmp_path, url), tmp_path / "eval")
+        child.wait_for(lambda: _any_succeeded(engine), "its first episode")
+        _assert_stopped(child, engine, signal.SIGTERM,
+                        "interrupted: the unfinished evaluation run is marked interrupted and will not be reused")
+    finally:
+        engine.dispose()
+
+
+def test_retrain_stopped_by_sigterm_marks_its_round_and_exits_143(tiny_base: Path, tmp_path: Path) -> None:
+    """Stopped while its round plays (the learner seats scripted: no rows to train on, but the
+    round serves its gates from the tiny model, which it loads)."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = open_store(url)
+    retrain = ["retrain", "--practice", "0", "--no-report", "--every-episodes", "20000", "--samples", "1",
+               "--eval-tasks", "4", "-c", "8", *SCRIPTED_SEATS]
+    try:
+        child = Child.start(retrain, _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base)), tmp_path / "retrain")
+        child.wait_for(lambda: _any_succeeded(engine), "its first episode")
+        _assert_stopped(child, engine, signal.SIGTERM, "interrupted: every committed episode, dataset and adapter is "
+                        "kept; the round's running episodes are marked failed")
+        with engine.connect() as conn:
+            assert conn.scalars(select(Run.config)).one()["purpose"] == "retrain round 1"
     finally:
         engine.dispose()
 
@@ -341,11 +404,7 @@ def test_deploy_killed_at_a_random_point_leaves_the_registry_whole(tiny_base: Pa
     env = _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base))
     adapters = tmp_path / "data" / "adapters"
     engine = open_store(url)
-    model = AutoModelForCausalLM.from_pretrained(tiny_base)
-    for seed in (1, 2):
-        publish(engine, role="actor", trained_dir=save_random_lora(model, tmp_path / f"trained{seed}", seed=seed),
-                adapters_root=adapters, base_model=str(tiny_base), trainer="sft", config={}, parent=None,
-                dataset_snapshot_id=None, metrics={"loss": 1.0})
+    _publish_candidates(engine, tiny_base, tmp_path, seeds=(1, 2))
     deploy = ["deploy", "actor", "--tasks", str(sums), "--eval-tasks", "8", "--turns", "1", "--max-new-tokens", "32",
               "-c", "2", "--seat", "critic=scripted:always-correct", "--format", "json"]
     # The kill point is a random amount of gate progress, not of wall time: on a fast machine the whole gate can end
@@ -374,6 +433,32 @@ def test_deploy_killed_at_a_random_point_leaves_the_registry_whole(tiny_base: Pa
         assert {runs[run_id] for run_id in left} == {"interrupted"}  # the next deploy marked them
     finally:
         engine.dispose()
+
+
+def test_deploy_stopped_by_sigterm_marks_its_gate_runs_and_exits_143(tiny_base: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = open_store(url)
+    [candidate] = _publish_candidates(engine, tiny_base, tmp_path, seeds=(1,))
+    deploy = ["deploy", "actor", "--tasks", str(_task_file(tmp_path, 2000)), "--eval-tasks", "2000", "--turns", "1",
+              "--max-new-tokens", "32", "-c", "2", "--seat", "critic=scripted:always-correct"]
+    try:
+        child = Child.start(deploy, _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base)), tmp_path / "deploy")
+        child.wait_for(lambda: _gate_played(engine, 1), "its gate's first episode")
+        _assert_stopped(child, engine, signal.SIGTERM, f"interrupted while deploying {candidate}: its unfinished "
+                        "gate runs are marked interrupted")
+        with engine.connect() as conn:
+            assert conn.scalar(select(AdapterVersion.status)) == "candidate"  # neither promoted nor rejected
+    finally:
+        engine.dispose()
+
+
+def _publish_candidates(engine: Engine, base: Path, folder: Path, seeds: tuple[int, ...]) -> list[str]:
+    """Random LoRA adapters on ``base`` published as actor candidates (adapters under folder/data)."""
+    model = AutoModelForCausalLM.from_pretrained(base)
+    return [publish(engine, role="actor", trained_dir=save_random_lora(model, folder / f"trained{seed}", seed=seed),
+                    adapters_root=folder / "data" / "adapters", base_model=str(base), trainer="sft", config={},
+                    parent=None, dataset_snapshot_id=None, metrics={"loss": 1.0}).name
+            for seed in seeds]
 
 
 def _gate_played(engine: Engine, episodes: int) -> bool:

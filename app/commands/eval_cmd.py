@@ -123,7 +123,7 @@ def _play(engine: Engine, settings: Settings, game, task_list, options, sets: li
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from app.commands.retrain import PhaseBars
-    from app.interrupts import run_interruptible
+    from app.interrupts import exit_when_stopped, run_interruptible
     from app.wiring import PolicyFactory
     from graphs.policies.base import SamplingParams
     from training.evaluator import Evaluator
@@ -148,11 +148,8 @@ def _play(engine: Engine, settings: Settings, game, task_list, options, sets: li
         finally:
             await factory.aclose()
 
-    try:
+    with exit_when_stopped("interrupted: the unfinished evaluation run is marked interrupted and will not be reused"):
         results = run_interruptible(main())
-    except KeyboardInterrupt:
-        err.print("interrupted: the unfinished evaluation run is marked interrupted and will not be reused")
-        raise typer.Exit(130) from None
     for result in results:
         if result.failed:
             err.print(f"[yellow]{result.failed} of {result.episodes} episode(s) failed[/] in run {result.run_id[:12]}; "

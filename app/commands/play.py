@@ -16,7 +16,7 @@ from app.commands.common import (
     DbOption, FormatOption, err, fail, out, require_writable, settings_or_exit, store_or_exit,
 )
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
-from app.interrupts import exit_code
+from app.interrupts import exit_when_stopped
 from app.output import Format, emit
 from app.progress import progress as progress_display
 from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
@@ -160,10 +160,11 @@ def play(
         },
     )
     bar = _Bar(spec.name, len(task_list), transient=fmt != Format.table)
-    if workers == 1:
-        summary = _play_here(job, task_list, engine, bar)
-    else:
-        summary = _play_in_workers(job, task_list, workers, engine, bar)
+    with exit_when_stopped("interrupted: finished episodes are kept, running ones are marked failed"):
+        if workers == 1:
+            summary = _play_here(job, task_list, engine, bar)
+        else:
+            summary = _play_in_workers(job, task_list, workers, engine, bar)
     _print_summary(summary, fmt)
     if summary.get("workers_died"):
         fail(
@@ -210,7 +211,8 @@ class _Bar:
 
 
 def _play_here(job: PlayJob, task_list: Sequence[Task], engine: Engine, bar: _Bar) -> dict[str, Any]:
-    """``--workers 1``: play every episode in this process."""
+    """``--workers 1``: play every episode in this process. Ctrl-C or SIGTERM: KeyboardInterrupt
+    once the running episodes are marked failed and the run interrupted (``play_share``)."""
     from app.playing import play_share, summarize
     from storage.recorder import Recorder
 
@@ -228,9 +230,6 @@ def _play_here(job: PlayJob, task_list: Sequence[Task], engine: Engine, bar: _Ba
                 job, task_list, first_index=0, engine=engine, recorder=recorder, run=run,
                 on_loaded=loaded, on_episode=lambda e: bar.tick(e.status == "succeeded"),
             )
-        except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
-            err.print("interrupted: finished episodes are kept, running ones are marked failed")
-            raise typer.Exit(exit_code(exc)) from None
         except Exception as exc:
             fail(str(exc), code=1)
         finally:
@@ -246,7 +245,8 @@ def _play_in_workers(
     job: PlayJob, task_list: Sequence[Task], workers: int, engine: Engine, bar: _Bar
 ) -> dict[str, Any]:
     """``--workers N``: N processes play shares of the episodes; this one shows their progress
-    and writes the command's run (each worker's run names it as its parent)."""
+    and writes the command's run (each worker's run names it as its parent). Ctrl-C or SIGTERM:
+    the signal's KeyboardInterrupt once the workers have stopped and every run is interrupted."""
     from app.playing import summarize
     from app.workers import play_in_workers
     from storage.recorder import Recorder
@@ -276,10 +276,9 @@ def _play_in_workers(
         wall_s = time.perf_counter() - started
         summary = summarize(engine, run.id, job.game, completion_tokens=outcome.completion_tokens, wall_s=wall_s)
         summary["workers"] = workers
-        if outcome.interrupted:
+        if outcome.interrupted is not None:
             recorder.finish_run(run.id, "interrupted", summary)
-            err.print("interrupted: finished episodes are kept, running ones are marked failed")
-            raise typer.Exit(130)
+            raise outcome.interrupted
         if outcome.died:
             summary["workers_died"] = outcome.died
         recorder.finish_run(run.id, "failed" if outcome.died else "finished", summary)

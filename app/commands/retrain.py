@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 
 from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
-from app.interrupts import run_interruptible
+from app.interrupts import exit_when_stopped, run_interruptible
 from app.output import Format, emit
 from app.progress import progress as progress_display
 from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
@@ -196,11 +196,9 @@ def retrain(
         finally:
             await factory.aclose()
 
-    try:
+    with exit_when_stopped("interrupted: every committed episode, dataset and adapter is kept; the round's "
+                           "running episodes are marked failed"):
         outcomes, figures = run_interruptible(main())
-    except KeyboardInterrupt:
-        err.print("interrupted: every committed episode, dataset and adapter is kept")
-        raise typer.Exit(130) from None
     from evaluation.report import figure_path
 
     _print_rounds(outcomes, fmt)

@@ -24,7 +24,7 @@ from app.commands.common import (
     store_or_exit,
 )
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
-from app.interrupts import exit_code, run_interruptible, sigterm_as_interrupt
+from app.interrupts import exit_when_stopped, run_interruptible, sigterm_as_interrupt
 from app.output import Format, emit
 from app.progress import progress as progress_display
 from app.settings import Settings
@@ -278,7 +278,7 @@ def train(
     with progress:
         bar = progress.add_task("train", total=None)
         try:
-            with sigterm_as_interrupt():
+            with exit_when_stopped("interrupted: the training job is marked failed"), sigterm_as_interrupt():
                 result = run_training_job(
                     engine,
                     kind=kind,
@@ -294,9 +294,6 @@ def train(
                 )
         except TrainingJobError as exc:
             fail(str(exc), code=1)
-        except KeyboardInterrupt as exc:
-            err.print("interrupted: the training job is marked failed")
-            raise typer.Exit(exit_code(exc)) from None
         finally:
             cleanup()
     row = {
@@ -456,12 +453,11 @@ def deploy(
             await factory.aclose()
 
     try:
-        result = run_interruptible(main())
+        with exit_when_stopped(f"interrupted while deploying {chosen.name}: its unfinished gate runs are marked "
+                               "interrupted; `sparring adapters list` shows its status"):
+            result = run_interruptible(main())
     except (GateError, RegistryError) as exc:
         fail(str(exc))
-    except KeyboardInterrupt as exc:
-        err.print(f"interrupted while deploying {chosen.name}; `sparring adapters list` shows its status")
-        raise typer.Exit(exit_code(exc)) from None
     except AdapterFolderError as exc:  # its message says how to recover: restore or reject the candidate
         fail(f"cannot deploy {chosen.name}: {one_line(exc)}", code=1)
     except BackendError as exc:
