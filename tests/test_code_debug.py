@@ -16,13 +16,14 @@ import pytest
 from cli_calls import cli, refused
 from model_logs import as_model_turns
 from sqlalchemy import select
+from unconstrained import UnconstrainedBackend
 
 from graphs.code_debug.code import extract_code
 from graphs.code_debug.game import GAME
 from graphs.code_debug.make_tasks import tasks_of
 from graphs.code_debug.mutate import mutate, mutations, normalise
 from graphs.code_debug.tasks import DATA, SHIPPED, load_code_tasks, read_tasks, split_of
-from graphs.policies.base import ChoiceUnsupportedError, GenerationRequest, GenerationResult, SamplingParams
+from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend, scripted_bot
 from graphs.runner import play
@@ -297,15 +298,6 @@ def test_the_breaker_writes_the_bug_and_a_bug_that_fails_no_test_is_replaced(sto
     assert valid == [(0.0,), (0.0,)]
 
 
-class _Unconstrained(ScriptedBackend):
-    """A judge backend that cannot constrain its final line (a plain OpenAI-compatible API)."""
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        if request.choice is not None:
-            raise ChoiceUnsupportedError("no guided decoding")
-        return await super().generate(request)
-
-
 @needs_sandbox
 def test_a_judge_model_scores_code_quality_and_a_nonsense_one_fails_only_its_episode(store_url):
     tasks = load_code_tasks("code-debug", n=3, seed=0, split="heldout")
@@ -314,7 +306,7 @@ def test_a_judge_model_scores_code_quality_and_a_nonsense_one_fails_only_its_epi
         return "No idea." if tasks[0].question in messages[-1]["content"] else "Clear and minimal.\nScore: 4"
 
     policies = {"fixer": _bot(lambda m, r: _answer(_task_of(m, tasks).answer)),
-                "judge": Policy(_Unconstrained(judge, bot_name="rubric-judge"), SamplingParams(temperature=0))}
+                "judge": Policy(UnconstrainedBackend(judge, bot_name="rubric-judge"), SamplingParams(temperature=0))}
     engine, report, run_id = _play(store_url, tasks, policies)
     failed = [e for e in report.episodes if e.status == "failed"]
     assert len(failed) == 1 and failed[0].task_id == tasks[0].id and "JudgeError" in failed[0].error

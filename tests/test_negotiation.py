@@ -18,6 +18,7 @@ from cli_calls import cli, refused
 from memory_sink import MemorySink
 from model_logs import as_model_turns
 from sqlalchemy import select
+from unconstrained import UnconstrainedBackend
 
 from graphs.negotiation import credit
 from graphs.negotiation.bots import BOTS as NEGOTIATORS
@@ -29,9 +30,7 @@ from graphs.negotiation.state import MoveRecord
 from graphs.negotiation.tasks import load_negotiation_tasks
 from graphs.policies.base import (
     BackendError,
-    ChoiceUnsupportedError,
     GenerationRequest,
-    GenerationResult,
     SamplingParams,
 )
 from graphs.policies.policy import Policy
@@ -316,15 +315,6 @@ def test_invalid_moves_are_measured_and_cost_credit(store_url: str, tmp_path: Pa
     assert len(babbled) == 6 and all(r["reward"] == shares[r["episode_id"]] - 1 for r in babbled)
 
 
-class _Unconstrained(ScriptedBackend):
-    """A judge backend that cannot constrain its final line (a plain OpenAI-compatible API)."""
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        if request.choice is not None:
-            raise ChoiceUnsupportedError("no guided decoding")
-        return await super().generate(request)
-
-
 def test_a_judge_model_scores_the_proposers_coherence_and_a_nonsense_one_fails_only_its_episode(
         store_url: str) -> None:
     tasks = load_negotiation_tasks("negotiation", n=4, seed=0, split="heldout")
@@ -337,7 +327,7 @@ def test_a_judge_model_scores_the_proposers_coherence_and_a_nonsense_one_fails_o
         return "I cannot tell." if odd_pool in messages[-1]["content"] else "Consistent throughout.\nScore: 4"
 
     policies = {"proposer": Policy(scripted_bot("conceding")), "counterpart": Policy(scripted_bot("fair")),
-                "judge": Policy(_Unconstrained(judge, bot_name="rubric-judge"), SamplingParams(temperature=0))}
+                "judge": Policy(UnconstrainedBackend(judge, bot_name="rubric-judge"), SamplingParams(temperature=0))}
     engine, report, run_id = _play(store_url, tasks, policies)
     failed = [e for e in report.episodes if e.status == "failed"]
     assert len(failed) == 1 and failed[0].task_id == tasks[0].id

@@ -14,11 +14,12 @@ import pytest
 from model_logs import as_model_turns
 from sqlalchemy import func, select
 from typer.testing import CliRunner
+from unconstrained import UnconstrainedBackend
 
 from app.cli import app
 from evaluation.stats import wilson
 from graphs.games import get_game
-from graphs.policies.base import ChoiceUnsupportedError, GenerationRequest, GenerationResult, SamplingParams
+from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend, scripted_bot
 from graphs.retrieval import world
@@ -325,15 +326,6 @@ def test_the_search_limit_the_opening_search_and_replies_in_prose(store_url):
     engine.dispose()
 
 
-class _Unconstrained(ScriptedBackend):
-    """A judge backend that cannot constrain its final line (a plain OpenAI-compatible API)."""
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        if request.choice is not None:
-            raise ChoiceUnsupportedError("no guided decoding")
-        return await super().generate(request)
-
-
 def test_a_model_judge_scores_relevance_and_one_that_answers_nonsense_fails_its_episode(store_url):
     engine = open_store(store_url)
     tasks = shipped("train", hops=1, n=4)
@@ -357,7 +349,7 @@ def test_a_model_judge_scores_relevance_and_one_that_answers_nonsense_fails_its_
     def sometimes_nonsense(messages, request) -> str:
         return "banana" if tasks[0].question in messages[-1]["content"] else "Fine.\nScore: 2"
 
-    nonsense = Policy(_Unconstrained(sometimes_nonsense, bot_name="nonsense"), SamplingParams(temperature=0))
+    nonsense = Policy(UnconstrainedBackend(sometimes_nonsense, bot_name="nonsense"), SamplingParams(temperature=0))
     report, metrics = play_run(engine, tasks, {"researcher": scripted(keyword_lookup_bot), "judge": nonsense},
                                distractors=0)
     failed = [e for e in report.episodes if e.status != "succeeded"]

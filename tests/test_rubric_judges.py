@@ -8,10 +8,11 @@ import asyncio
 
 import pytest
 from sqlalchemy import select
+from unconstrained import UnconstrainedBackend
 
 from graphs.context import EpisodeContext
 from graphs.judges.rubric import JudgeError, Rubric, Side, judge_preference, judge_score, parse_better, parse_score
-from graphs.policies.base import ChoiceUnsupportedError, GenerationRequest, GenerationResult, SamplingParams
+from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
 from graphs.seats import Seat, SeatKind
@@ -60,18 +61,9 @@ def test_a_preference_names_the_preferred_and_rejected_turns() -> None:
                                                                                           "creativity")
 
 
-class _Unconstrained(ScriptedBackend):
-    """A backend that cannot constrain the final line (a plain OpenAI-compatible API)."""
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        if request.choice is not None:
-            raise ChoiceUnsupportedError("no guided decoding")
-        return await super().generate(request)
-
-
 def test_a_judge_answering_nonsense_without_constraint_fails_with_the_cause() -> None:
     sink = MemorySink()
-    backend = _Unconstrained(lambda messages, request: "banana", bot_name="nonsense")
+    backend = UnconstrainedBackend(lambda messages, request: "banana", bot_name="nonsense")
     ctx = _context(lambda m, r: "", sink)
     ctx.policies["judge"] = Policy(backend, SamplingParams(temperature=0))
     with pytest.raises(JudgeError, match="fairness.*banana"):

@@ -14,11 +14,12 @@ from model_logs import as_model_turns
 from sqlalchemy import select
 from tiny_model import save_tiny_model
 from typer.testing import CliRunner
+from unconstrained import UnconstrainedBackend
 
 from app.cli import app
 from evaluation.stats import wilson
 from graphs.games import get_game
-from graphs.policies.base import ChoiceUnsupportedError, GenerationRequest, GenerationResult, SamplingParams
+from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend, scripted_bot
 from graphs.runner import play
@@ -254,15 +255,6 @@ def test_a_judge_model_compares_candidates_and_authors_for_creativity(store_url)
     engine.dispose()
 
 
-class _Unconstrained(ScriptedBackend):
-    """A judge backend that cannot constrain its final line (a plain OpenAI-compatible API)."""
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        if request.choice is not None:
-            raise ChoiceUnsupportedError("no guided decoding")
-        return await super().generate(request)
-
-
 def test_a_judge_answering_nonsense_fails_its_episode_and_the_batch_goes_on(store_url):
     engine = open_store(store_url)
     tasks = STORY.tasks.load("story", n=3, seed=0, split="train")
@@ -274,7 +266,7 @@ def test_a_judge_answering_nonsense_fails_its_episode_and_the_batch_goes_on(stor
     plain_then_stormy.calls = Counter()
     policies = {"writer": Policy(ScriptedBackend.from_function(plain_then_stormy)),
                 "co_writer": Policy(scripted_bot("story-template")),
-                "judge": Policy(_Unconstrained(judge, bot_name="muddled"), SamplingParams(temperature=0))}
+                "judge": Policy(UnconstrainedBackend(judge, bot_name="muddled"), SamplingParams(temperature=0))}
     report = _play(engine, tasks, policies, options={"rounds": 1})
     assert [e.status for e in report.episodes] == ["succeeded", "failed", "succeeded"]
     failed = report.episodes[1]
