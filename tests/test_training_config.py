@@ -1,5 +1,6 @@
 """What `sparring train` passes to the trainers' configs: --report-to for every trainer kind,
-and a --config YAML file of settings, checked key by key, which the flags override."""
+and a --config YAML file of settings, checked key by key, which the flags override; and
+`sparring retrain --config`: each round's settings and the trainer's under `train:`, the same way."""
 
 from __future__ import annotations
 
@@ -106,3 +107,90 @@ def test_file_settings_reach_trl_and_peft(tmp_path):
         2, 8, ["q_proj"], True)
     # TRL's default scheduler decays linearly; "constant" keeps the rate at 1e-3 for every step
     assert [entry["learning_rate"] for entry in result.log_history if "loss" in entry] == [1e-3] * 3
+
+
+# --- retrain --config FILE ----------------------------------------------------------------
+
+
+def retrain_file(tmp_path, text: str):
+    path = tmp_path / "retrain.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "options", "message"),
+    [
+        ("every_episode: 8\n", [], "retrain.yaml, line 1: unknown key 'every_episode' for `sparring retrain` (did you "
+         "mean 'every_episodes' or 'every_minutes'?). Valid keys: concurrency, every_episodes, every_minutes, margin, "
+         "min_rows, practice, practice_samples, practice_tasks, roles, samples, tasks, train, trainer."),
+        ("rounds: 3\n", [], "unknown key 'rounds' for `sparring retrain`"),  # an option, not a round's setting
+        ("samples: 2\nmin_rows: many\n", [], "line 2: 'min_rows' must be an integer, got 'many' (str)"),
+        ("roles: critic\n", [], "'roles' must be a list of strings, got 'critic' (str)"),
+        ("train: [1e-4]\n", [], "'train' must be a mapping, got ['1e-4'] (list)"),
+        ("trainer: dpo\ntrain:\n  loss_typ: ipo\n", [], "line 3: unknown key 'train.loss_typ' for the dpo trainer (did "
+         "you mean 'train.loss_type'?). Valid keys of train: beta,"),
+        ("train: {beta: 0.1}\n", [], "unknown key 'train.beta' for the sft trainer"),  # sft: retrain's default
+        ("trainer: dpo\ntrain: {beta: 0.1}\n", ["--trainer", "sft"],  # the command line's trainer decides
+         "unknown key 'train.beta' for the sft trainer"),
+        ("train:\n  device: cpu\n", [], "line 2: 'train.device' cannot be set here: retrain trains on the "
+         "SPARRING_DEVICE setting"),
+        ("train:\n  trl: {warmup_stpes: 0.1}\n", [], "line 2: unknown key 'train.trl.warmup_stpes': not an argument "
+         "of TRL's SFTConfig (did you mean 'train.trl.warmup_steps'"),
+        ("train: {learning_rate: -1}\n", [], "learning_rate must be a positive number, got -1.0; LoRA usually trains "
+         "with 1e-5 to 2e-4. (settings from"),
+        ("every_episodes: 1\n", [], "every_episodes (1) must be at least samples (2) (settings from"),
+        ("trainer: grpo\n", [], "trainer 'grpo' is not one of sft, dpo, kto, ppo (settings from"),
+    ],
+)
+def test_a_bad_retrain_file_names_the_key_and_the_fix_and_runs_nothing(env, tmp_path, text, options, message):
+    path = retrain_file(tmp_path, text)
+    result = runner.invoke(app, ["retrain", *options, "--config", str(path)], env=env)
+    assert result.exit_code == 2, result.output
+    assert message in words(result)
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "store.db").exists()  # refused before the store was opened
+
+
+def test_options_given_override_the_retrain_file(env, tmp_path):
+    """Each setting the file gets wrong is given right on the command line (and train's beta is
+    checked against the command line's trainer), so the command gets past its settings and stops
+    only at the seat it cannot fill."""
+    path = retrain_file(tmp_path, "trainer: grpo\nevery_episodes: 1\ntrain: {learning_rate: -1, beta: 0.1}\n")
+    result = runner.invoke(app, ["retrain", "--config", str(path), "--trainer", "dpo", "--every-episodes", "8",
+                                 "--learning-rate", "1e-4", "--seat", "referee=scripted:echo"], env=env)
+    assert result.exit_code == 2, result.output
+    assert "has no seat 'referee'" in words(result) and "settings from" not in words(result)
+
+
+def test_a_retrain_round_runs_with_the_file_and_the_options_given(env, tmp_path):
+    """The round's recorded config: the file's settings, the options given over them, the
+    options' defaults for the rest, and the trainer settings merged the same way (the file's
+    epochs over the --epochs default, --max-steps given). The seats are scripted, so no row is
+    trained on; the tiny model is the one the round serves its gates from."""
+    from sqlalchemy import select
+    from tiny_model import save_tiny_model
+
+    from storage.engine import open_store
+    from storage.models import Run
+
+    env = {**env, "SPARRING_MODEL": str(save_tiny_model(tmp_path / "tiny"))}
+    path = retrain_file(tmp_path, "trainer: dpo\nroles: [critic]\nevery_episodes: 4\nsamples: 1\npractice: 0\n"
+                                  "min_rows: 100000\nconcurrency: 2\n"
+                                  "train: {learning_rate: 5.0e-5, num_train_epochs: 3, lora: {r: 8}}\n")
+    result = runner.invoke(app, ["retrain", "--config", str(path), "--min-rows", "50", "--max-steps", "2",
+                                 "--no-report", "--eval-tasks", "2", "--seat", "actor=scripted:calculator",
+                                 "--seat", "critic=scripted:always-correct", "--format", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    [played] = json.loads(result.stdout.strip().splitlines()[-1])  # one round, one role
+    assert (played["episodes"], played["role"], played["status"]) == (4, "critic", "skipped")  # no model turns
+    engine = open_store(env["SPARRING_DATABASE_URL"])
+    with engine.connect() as conn:
+        [config] = [c["config"] for c in conn.scalars(select(Run.config)) if c["purpose"] == "retrain round 1"]
+    engine.dispose()
+    assert {k: config[k] for k in ("trainer", "roles", "every_episodes", "samples", "practice", "min_rows",
+                                   "concurrency", "margin")} == {
+        "trainer": "dpo", "roles": ["critic"], "every_episodes": 4, "samples": 1, "practice": 0, "min_rows": 50,
+        "concurrency": 2, "margin": 0.0}
+    assert config["train_options"] == {"learning_rate": 5e-5, "num_train_epochs": 3.0, "lora": {"r": 8},
+                                       "max_steps": 2}

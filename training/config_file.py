@@ -1,4 +1,5 @@
-"""Trainer settings from a YAML file (``sparring train --config FILE``).
+"""Trainer settings from a YAML file (``sparring train --config FILE``), and retrain settings
+with trainer settings under ``train`` (``sparring retrain --config FILE``).
 
 The file's keys are the fields of the trainer's config (``X_config.py``), with ``lora`` a
 mapping of ``LoraSettings`` (and ``lora.peft`` of further PEFT ``LoraConfig`` arguments) and,
@@ -15,6 +16,17 @@ Each key is checked against the trainer before anything runs: an unknown key is 
 its file and line, a close match and the valid keys; a value of the wrong type with the type
 expected. The values' ranges are then checked by the config itself. ``model`` is refused: the
 base model is a setting (SPARRING_MODEL), to which snapshots and adapters are tied.
+
+A retrain file's keys are the fields of ``training.loop.RetrainConfig`` (``train_options``
+excepted), and ``train`` a mapping of the trainer's settings as above, checked against the
+trainer the retrain runs; there ``device`` and ``seed`` are refused as well (retrain takes
+them from the settings)::
+
+    trainer: dpo
+    roles: [critic]
+    every_episodes: 128
+    min_rows: 32
+    train: {learning_rate: 5e-5, loss_type: ipo, lora: {r: 16}}
 """
 
 from __future__ import annotations
@@ -31,6 +43,13 @@ from typing import Any
 import yaml
 
 REFUSED = {"model": "the base model is the SPARRING_MODEL setting, which dataset snapshots and adapters are tied to"}
+RETRAIN_REFUSED = {
+    **REFUSED,
+    "device": "retrain trains on the SPARRING_DEVICE setting, the device its games are served on",
+    "seed": "retrain seeds its trainers with the SPARRING_SEED setting, as it seeds its games",
+}
+"""Trainer settings a retrain file's ``train`` mapping cannot hold, and why."""
+RETRAIN_TRAIN_KEY = "train"
 
 
 class ConfigFileError(ValueError):
@@ -40,6 +59,42 @@ class ConfigFileError(ValueError):
 def read_config_file(path: Path, config_type: type, kind: str) -> dict[str, Any]:
     """The settings in ``path`` for the ``kind`` trainer (config class ``config_type``), checked."""
     path = Path(path)
+    values, lines = _read(path)
+    checker = _Checker(path, f"the {kind} trainer", config_type, lines, REFUSED)
+    return checker.mapping(values, _settable(config_type, REFUSED), ())
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrainFile:
+    """The settings of a ``sparring retrain --config`` file."""
+
+    path: Path
+    fields: dict[str, Any]
+    """fields of the retrain config, checked"""
+    train: dict[str, Any]
+    """the ``train`` mapping as written: which trainer's settings they are depends on ``trainer``"""
+    lines: dict[tuple[str, ...], int]
+
+    def train_settings(self, kind: str, config_type: type) -> dict[str, Any]:
+        """The ``train`` mapping checked as settings of the ``kind`` trainer (config class ``config_type``)."""
+        checker = _Checker(self.path, f"the {kind} trainer", config_type, self.lines, RETRAIN_REFUSED,
+                           root=(RETRAIN_TRAIN_KEY,))
+        return checker.mapping(self.train, _settable(config_type, RETRAIN_REFUSED), (RETRAIN_TRAIN_KEY,))
+
+
+def read_retrain_file(path: Path, retrain_type: type) -> RetrainFile:
+    """The settings in ``path`` for ``sparring retrain`` (config class ``retrain_type``): its
+    fields checked, its ``train`` mapping left for ``RetrainFile.train_settings``."""
+    path = Path(path)
+    values, lines = _read(path)
+    schema = {key: hint for key, hint in _schema(retrain_type).items() if key != "train_options"}
+    checker = _Checker(path, "`sparring retrain`", retrain_type, lines, REFUSED)
+    fields = checker.mapping(values, {**schema, RETRAIN_TRAIN_KEY: dict}, ())
+    return RetrainFile(path, fields, fields.pop(RETRAIN_TRAIN_KEY, None) or {}, lines)
+
+
+def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], int]]:
+    """The mapping a YAML file holds (empty for an empty file) and the line of each of its keys."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -52,12 +107,14 @@ def read_config_file(path: Path, config_type: type, kind: str) -> dict[str, Any]
         where = f", line {mark.line + 1}" if mark is not None else ""
         raise ConfigFileError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
     if values is None:
-        return {}
+        return {}, {}
     if not isinstance(values, dict):
         raise ConfigFileError(f"{path}: expected a mapping of setting: value, got a {type(values).__name__}")
-    checker = _Checker(path, kind, config_type, _lines(root))
-    schema = {key: hint for key, hint in _schema(config_type).items() if key not in REFUSED}
-    return checker.mapping(values, schema, ())
+    return values, _lines(root)
+
+
+def _settable(config_type: type, refused: Mapping[str, str]) -> dict[str, Any]:
+    return {key: hint for key, hint in _schema(config_type).items() if key not in refused}
 
 
 def _lines(node: yaml.Node | None, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], int]:
@@ -83,9 +140,14 @@ def _schema(cls: type) -> dict[str, Any]:
 @dataclasses.dataclass
 class _Checker:
     path: Path
-    kind: str
+    subject: str
+    """what the keys configure, in messages: 'the sft trainer', '`sparring retrain`'"""
     config_type: type
     lines: dict[tuple[str, ...], int]
+    refused: Mapping[str, str]
+    """keys of ``config_type`` that cannot be set, and why"""
+    root: tuple[str, ...] = ()
+    """where the settings of ``config_type`` are in the file: () at the top, ("train",) under train"""
 
     def mapping(self, values: Mapping[Any, Any], schema: dict[str, Any], at: tuple[str, ...],
                 owner: str | None = None) -> dict[str, Any]:
@@ -93,18 +155,19 @@ class _Checker:
         for key, value in values.items():
             key = str(key)
             where = (*at, key)
-            if not at and key in REFUSED:
-                raise self.error(where, f"{key!r} cannot be set here: {REFUSED[key]}")
+            if at == self.root and key in self.refused:
+                raise self.error(where, f"{'.'.join(where)!r} cannot be set here: {self.refused[key]}")
             if key not in schema:
                 raise self.error(where, self._unknown(key, schema, at, owner))
             checked[key] = self.value(value, schema[key], where)
         return checked
 
     def value(self, value: Any, hint: Any, where: tuple[str, ...]) -> Any:
-        if where == ("trl",) and isinstance(value, dict):
+        inside = where[len(self.root):]
+        if inside == ("trl",) and isinstance(value, dict):
             trl_class = self.config_type.trl_config_class()
             return self.mapping(value, _schema(trl_class), where, owner=f"TRL's {trl_class.__name__}")
-        if where[-2:] == ("lora", "peft") and isinstance(value, dict):
+        if inside[-2:] == ("lora", "peft") and isinstance(value, dict):
             from peft import LoraConfig
 
             return self.mapping(value, _schema(LoraConfig), where, owner="PEFT's LoraConfig")
@@ -123,7 +186,7 @@ class _Checker:
         if owner is not None:  # TRL's and PEFT's classes have dozens of arguments: name the class, not them all
             return f"unknown key {dotted!r}: not an argument of {owner}{hint}."
         of = f" of {'.'.join(at)}" if at else ""
-        return f"unknown key {dotted!r} for the {self.kind} trainer{hint}. Valid keys{of}: {', '.join(sorted(schema))}."
+        return f"unknown key {dotted!r} for {self.subject}{hint}. Valid keys{of}: {', '.join(sorted(schema))}."
 
     def error(self, where: tuple[str, ...], message: str) -> ConfigFileError:
         line = self.lines.get(where)

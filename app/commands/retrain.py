@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,7 +21,9 @@ if TYPE_CHECKING:
 
     from rich.progress import Progress
 
+    from app.settings import Settings
     from evaluation.stats import Estimate
+    from training.config_file import RetrainFile
 
 LEARNING_CURVE = "learning-curve.png"
 """beside the store: next to a SQLite file (store.db -> store-learning-curve.png), else in the data directory"""
@@ -43,6 +46,7 @@ class PhaseBars:
 
 @with_game_options(turns=2)
 def retrain(
+    ctx: typer.Context,
     game: Annotated[str, typer.Option(help="Game played and trained on.")] = "math-reflection",
     roles: Annotated[str | None, typer.Option(
         help="Comma-separated learner roles, one adapter each (default: every learner seat of the game).",
@@ -85,6 +89,12 @@ def retrain(
     max_steps: Annotated[int | None, typer.Option(help="Trainer steps per round (overrides epochs).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Training time budget per role and round.")] = None,
     report: Annotated[bool, typer.Option(help="Evaluate before the first round and after each round.")] = True,
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config", help="YAML file of each round's settings (trainer, roles, every_episodes, "
+                     "samples, min_rows... as `min_rows: 32`, `roles: [critic]`) and `train:` trainer settings as "
+                     "in `train --config`. Options given here override it.", show_default=False),
+    ] = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -105,6 +115,9 @@ def retrain(
     * `sparring retrain --rounds 3`   (three rounds, gates and report on 200 held-out tasks)
     * `sparring retrain --eval-tasks 64 --practice 128`   (a quicker, noisier round)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
+    * `sparring retrain --config retrain.yaml --rounds 3`, with retrain.yaml holding for instance
+      `trainer: dpo`, `roles: [critic]`, `min_rows: 32` and `train: {learning_rate: 5e-5,
+      loss_type: ipo, lora: {r: 16}}` (an option given here, e.g. `--min-rows 8`, overrides it)
     * `sparring retrain --game debate --roles debater_a --seat debater_b=pool:debater_a/uniform --rounds 3`
       (self-play against its own history: the pool is re-read every round; gates and the
       report play debater_b's default policy, the base model)
@@ -118,30 +131,30 @@ def retrain(
     from training.loop import RetrainConfig, retrain_round
 
     settings = settings_or_exit(database_url=db)
-    train_options = {
-        k: v
-        for k, v in {"learning_rate": learning_rate, "num_train_epochs": epochs, "max_steps": max_steps,
-                     "max_seconds": max_seconds}.items()
-        if v is not None
-    }
+    chosen, file_train = _with_file(ctx, config_file, {
+        "roles": tuple(r.strip() for r in roles.split(",") if r.strip()) if roles else None, "trainer": trainer,
+        "every_episodes": every_episodes, "every_minutes": every_minutes, "samples": samples, "tasks": tasks,
+        "practice": practice, "practice_samples": practice_samples, "practice_tasks": practice_tasks,
+        "margin": margin, "min_rows": min_rows, "concurrency": concurrency,
+    })
+    source = f" (settings from {config_file} and the options)" if config_file is not None else ""
     try:
         spec = get_game(game)
-        tasks = tasks or spec.tasks.default
-        config = RetrainConfig(
-            roles=tuple(r.strip() for r in roles.split(",") if r.strip()) if roles else tuple(spec.gate_metrics),
-            trainer=trainer,
-            every_episodes=every_episodes,
-            every_minutes=every_minutes,
-            samples=samples,
-            tasks=tasks,
-            practice=practice,
-            practice_samples=practice_samples,
-            practice_tasks=practice_tasks or ("arithmetic:1" if tasks == "arithmetic" else tasks),
-            margin=margin,
-            min_rows=min_rows,
-            concurrency=concurrency,
-            train_options=train_options,
-        )
+        tasks = chosen["tasks"] or spec.tasks.default
+        config = RetrainConfig(**{
+            **chosen,
+            "roles": chosen["roles"] or tuple(spec.gate_metrics),
+            "tasks": tasks,
+            "practice_tasks": chosen["practice_tasks"] or ("arithmetic:1" if tasks == "arithmetic" else tasks),
+        })
+    except (UnknownGameError, ValueError) as exc:
+        fail(str(exc) + source)
+    config = replace(config, train_options=_train_options(ctx, config.trainer, file_train, settings, source, {
+        "learning_rate": ("learning_rate", learning_rate), "num_train_epochs": ("epochs", epochs),
+        "max_steps": ("max_steps", max_steps), "max_seconds": ("max_seconds", max_seconds),
+    }))
+    concurrency = config.concurrency  # the file's, when the command line gave none: the evaluations use it too
+    try:
         options = game_options.make(spec)
         for role in config.roles:
             spec.gate_metric(role)  # a role the game cannot train or gate is refused before anything runs
@@ -208,6 +221,57 @@ def retrain(
         title = ", ".join([f"held-out {spec.name}: {len(reported)} tasks", "greedy", *describe(options)])
         _print_learning(figures, spec.report_metrics, fmt, title,
                         figure_path(settings.database_url, settings.data_dir, LEARNING_CURVE))
+
+
+def _given(ctx: typer.Context, parameter: str) -> bool:
+    """Whether the command line gave option ``parameter`` (rather than its default applying)."""
+    source = ctx.get_parameter_source(parameter)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _with_file(ctx: typer.Context, config_file: Path | None,
+               options: dict[str, Any]) -> tuple[dict[str, Any], RetrainFile | None]:
+    """The retrain config's fields: ``options`` (the command's, by field name), those the command
+    line did not give replaced by the --config file's; and the file's ``train`` settings (unchecked:
+    they belong to the trainer chosen here, ``_train_options`` checks them)."""
+    from training.config_file import ConfigFileError, read_retrain_file
+    from training.loop import RetrainConfig
+
+    if config_file is None:
+        return options, None
+    try:
+        from_file = read_retrain_file(config_file, RetrainConfig)
+    except ConfigFileError as exc:
+        fail(str(exc))
+    return {**options, **{k: v for k, v in from_file.fields.items() if not _given(ctx, k)}}, from_file
+
+
+def _train_options(ctx: typer.Context, kind: str, from_file: RetrainFile | None, settings: Settings, source: str,
+                   flags: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+    """The trainer settings of every round: the options' defaults, then the file's ``train``
+    mapping (checked against the ``kind`` trainer), then the options given; checked as the
+    trainer's config (ranges, combinations) now, before anything is played. ``flags``: trainer
+    field -> (the option's parameter name, its value)."""
+    from app.commands.training import with_tracker_folder
+    from training.config_file import ConfigFileError
+    from training.trainers.kinds import trainer_kind
+
+    config_type = trainer_kind(kind).config_type
+    try:
+        in_file = from_file.train_settings(kind, config_type) if from_file is not None else {}
+    except ConfigFileError as exc:
+        fail(str(exc))
+    values = {
+        **{field: value for field, (option, value) in flags.items() if value is not None and not _given(ctx, option)},
+        **in_file,
+        **{field: value for field, (option, value) in flags.items() if _given(ctx, option)},
+    }
+    try:
+        values = with_tracker_folder(values, settings)
+        config_type(model=settings.model, device=settings.device, seed=settings.seed, **values)
+    except ValueError as exc:
+        fail(str(exc) + source)
+    return values
 
 
 def _print_rounds(outcomes: list[Any], fmt: Format) -> None:

@@ -323,7 +323,6 @@ def _trainer_config(kind: str, config_type: type, settings: Settings, flags: dic
     --config file, then the flags given. TensorBoard writes to SPARRING_DATA_DIR/runs unless
     the file names a logging_dir."""
     from training.config_file import ConfigFileError, read_config_file
-    from training.trainers.reporting import targets
 
     fields = config_type.__dataclass_fields__
     unknown = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None and k not in fields]
@@ -336,11 +335,20 @@ def _trainer_config(kind: str, config_type: type, settings: Settings, flags: dic
     values = {"model": settings.model, "device": settings.device, "seed": settings.seed, **from_file,
               **{k: v for k, v in flags.items() if v is not None}}
     try:
-        if targets(values.get("report_to", "none")):
-            values.setdefault("logging_dir", str(settings.data_dir / "runs"))
-        return config_type(**values)
+        return config_type(**with_tracker_folder(values, settings))
     except ValueError as exc:
         fail(str(exc) + (f" (settings from {config_file} and the options)" if config_file is not None else ""))
+
+
+def with_tracker_folder(values: dict, settings: Settings) -> dict:
+    """Trainer settings ``values`` with TensorBoard's folder: SPARRING_DATA_DIR/runs when they
+    report to a tracker and name no logging_dir (else transformers writes inside the job's
+    temporary folder, which is deleted)."""
+    from training.trainers.reporting import targets
+
+    if targets(values.get("report_to", "none")):
+        return {"logging_dir": str(settings.data_dir / "runs"), **values}
+    return values
 
 
 def _check_launch(trainer, role: str, dataset: int | None) -> int:
