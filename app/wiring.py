@@ -15,10 +15,11 @@ from graphs.policies.base import Backend, SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.pools import DrawSpecError, parse_draw
 from graphs.policies.scripted import known_bots
+from graphs.policies.verifier import verifier_name
 
 SEAT_SPEC_HELP = (
     "SEAT=SPEC, repeatable. SPEC: model, model:base, model:ROLE@vN, model:PATH_OR_ID, openai:MODEL, "
-    "scripted:BOT or verifier; several, one per episode: "
+    "scripted:BOT, verifier or verifier:ROLE@vN; several, one per episode: "
     "pool:ROLE[/MODE] or schedule:SPEC,SPEC/every:K (README: Games)."
 )
 SEAT_SPEC_DETAILS = (
@@ -27,8 +28,10 @@ SEAT_SPEC_DETAILS = (
     "'model:ROLE@vN' (a registered adapter version), 'model:PATH_OR_ID' (another base model, a local folder or "
     "a Hugging Face id, served in-process without adapter), 'openai:MODEL' (a model of the OpenAI-compatible API at "
     "SPARRING_OPENAI_BASE_URL, e.g. openai:gpt-4o-mini), 'scripted:BOT' (a rule-based bot: echo, calculator, "
-    "always-correct, always-incorrect, stubborn, agreeable, contrarian) or 'verifier' (judge seats: check the "
-    "ground truth, no model call). A seat can also change policy from episode to episode: 'pool:ROLE[/MODE]' "
+    "always-correct, always-incorrect, stubborn, agreeable, contrarian), 'verifier' (judge seats: check the "
+    "ground truth, no model call) or 'verifier:ROLE@vN' (the judge seat of debate or ensemble: a reward model "
+    "trained by `sparring train reward` scores each answer and picks the best; 'verifier:ROLE': the role's "
+    "active version). A seat can also change policy from episode to episode: 'pool:ROLE[/MODE]' "
     "(the base model and every promoted version of ROLE), 'pool:SPEC,SPEC,...[/MODE]' (the listed policies), "
     "MODE being uniform (the default), latest, lagged:K (K versions behind) or rated (opponents of the "
     "learners' rating most often); 'schedule:SPEC,SPEC,.../every:K' (in turn, K episodes each) or '.../round' "
@@ -84,6 +87,8 @@ def _checked(game: GameSpec, seat: str, spec: str, where: str) -> str:
         for member in draw.members:
             _checked(game, seat, member, f"{where} (member {member!r})")
         return spec
+    if verifier_name(spec) is not None:
+        return _checked_verifier(game, seat, spec, where)
     if spec == "verifier" and game.seat(seat).kind != "judge":
         raise SeatSpecError(f"{where}: only judge seats can be 'verifier'")
     if spec != "verifier" and not game.seat(seat).takes_policy:
@@ -99,6 +104,26 @@ def _checked(game: GameSpec, seat: str, spec: str, where: str) -> str:
         raise SeatSpecError(f"{where}: name the model, e.g. openai:gpt-4o-mini")
     if (base := other_base_model(spec)) is not None:
         _check_base_model(base, where)
+    return spec
+
+
+def _checked_verifier(game: GameSpec, seat: str, spec: str, where: str) -> str:
+    """A trained verifier fills a judge seat that picks one of several answers (the registry
+    is asked for the version itself when the seat's policy is built)."""
+    from graphs.judges.reward_verifier import JUDGE_GAMES
+
+    if game.seat(seat).kind != "judge":
+        raise SeatSpecError(
+            f"{where}: {spec} is a trained verifier, which fills judge seats only; {seat} is a "
+            f"{game.seat(seat).kind} seat of {game.name}. Give it a policy (model, model:ROLE@vN, scripted:BOT...)"
+        )
+    if game.name not in JUDGE_GAMES or not game.seat(seat).takes_policy:
+        raise SeatSpecError(
+            f"{where}: the {seat} seat of {game.name} picks no answer among several, so a trained verifier cannot "
+            f"fill it; it fills the judge seat of {' and '.join(JUDGE_GAMES)}"
+        )
+    if not verifier_name(spec):
+        raise SeatSpecError(f"{where}: name the verifier, e.g. verifier:verifier@v1 (`sparring adapters list`)")
     return spec
 
 
@@ -142,6 +167,7 @@ class PolicyFactory:
     _model: Backend | None = None
     _hosted: dict[str, Backend] = field(default_factory=dict)
     _bases: dict[str, Backend] = field(default_factory=dict)
+    _verifiers: dict[str, Backend] = field(default_factory=dict)
 
     def model_backend(self) -> Backend:
         if self._model is None:
@@ -209,6 +235,8 @@ class PolicyFactory:
             return Policy(backend, self.sampling)
         if spec.startswith("openai:"):
             return Policy(self.hosted_backend(spec.removeprefix("openai:")), self.sampling)
+        if (name := verifier_name(spec)) is not None:
+            return self._verifier(f"seat {seat} ({spec})", name)
         base = other_base_model(spec)
         if base is not None:
             from graphs.policies.models import ModelLoadError
@@ -230,11 +258,47 @@ class PolicyFactory:
         record = get_version(self.engine, choice) if choice else active_version(self.engine, seat)
         if record is None:
             return None
+        if record.is_verifier:
+            raise SeatSpecError(f"seat {seat}: {record.name} is a verifier (a reward model), not a policy; it fills a "
+                                f"judge seat of debate or ensemble as verifier:{record.name}")
         verify_folder(record.path, base_model=self.settings.model, status=record.status)
         backend = self.model_backend()
         if record.name not in backend.adapters():
             await backend.load_adapter(record.name, str(record.path))
         return record.name
+
+    def _verifier(self, where: str, name: str) -> Policy:
+        """A judge seat's trained verifier (``verifier:ROLE@vN``, or ROLE's active version),
+        its reward model loaded once on the settings' base model, with the threshold it was trained with."""
+        from graphs.policies.reward_model import RewardModel
+        from graphs.policies.verifier import VerifierBackend
+        from training.adapter_files import verify_folder
+        from training.registry import TRAINING_EVAL, RegistryError, active_version, get_version
+
+        if self.engine is None:
+            raise SeatSpecError(f"{where}: verifiers are found in the adapter registry, and this command reads none")
+        try:
+            record = get_version(self.engine, name) if "@" in name else active_version(self.engine, name)
+        except RegistryError as exc:
+            raise SeatSpecError(f"{where}: {exc}; `sparring adapters list` lists the versions") from exc
+        if record is None:
+            raise SeatSpecError(f"{where}: role {name!r} has no active version: name one (verifier:{name}@vN), or "
+                                f"promote one with `sparring adapters promote {name}@vN`")
+        if not record.is_verifier:
+            raise SeatSpecError(f"{where}: {record.name} is a policy (trained by {record.trainer}), not a verifier: "
+                                f"give the seat model:{record.name}, or a verifier trained by `sparring train reward`")
+        if record.name not in self._verifiers:
+            verify_folder(record.path, base_model=self.settings.model, status=record.status)
+            threshold = record.eval.get(TRAINING_EVAL, {}).get("threshold")
+            if threshold is None:
+                raise SeatSpecError(f"{where}: {record.name} has no threshold in its training metrics: it was not "
+                                    "published by `sparring train reward`; train the verifier again")
+            model = RewardModel.load(record.name, record.path, base_model=self.settings.model, threshold=threshold,
+                                     cache_dir=self.settings.cache_dir, device=self.settings.device,
+                                     dtype=self.settings.dtype)
+            self._verifiers[record.name] = VerifierBackend(model, model_name=self.settings.model)
+            self.backends.append(self._verifiers[record.name])
+        return Policy(self._verifiers[record.name], self.sampling, adapter=record.name)
 
     async def policies(self, specs: dict[str, str]) -> dict[str, Policy]:
         return {seat: await self.policy(seat, spec) for seat, spec in specs.items() if spec != "verifier"}

@@ -66,6 +66,9 @@ TRAINING_EVAL = "training"
 """Key of the trainer's metrics in an adapter's ``eval``."""
 GATE_EVAL = "gate"
 """Key of the figures that promoted or rejected it."""
+VERIFIER_TRAINER = "reward"
+"""The trainer kind whose versions are verifiers (reward models that fill judge seats as
+``verifier:NAME``), not seat policies. A role holds versions of one sort only."""
 MAX_PUBLISH_ATTEMPTS = 50
 """Versions tried before ``publish`` gives up; each retry means a concurrent publish of the
 same role took the version first."""
@@ -116,6 +119,11 @@ class AdapterRecord:
     promoted_at: datetime | None
     """when it last became active (by promote or rollback)"""
 
+    @property
+    def is_verifier(self) -> bool:
+        """A verifier (a reward model that fills judge seats), not a seat's policy."""
+        return self.trainer == VERIFIER_TRAINER
+
 
 def publish(
     engine: Engine,
@@ -146,7 +154,12 @@ def publish(
     _check_json(config, "config")
     _check_json(metrics, "metrics")
     check_trained_folder(trained_dir, base_model=base_model)
-    parent_id = in_transaction(engine, lambda conn: _check_lineage(conn, base_model, parent, dataset_snapshot_id))
+
+    def check(conn: Connection) -> int | None:
+        _check_same_sort(conn, role, trainer)
+        return _check_lineage(conn, base_model, parent, dataset_snapshot_id)
+
+    parent_id = in_transaction(engine, check)
     adapters_root = Path(os.path.abspath(adapters_root.expanduser()))
     adapters_root.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(adapters_root)
@@ -259,6 +272,27 @@ def _check_json(value: dict[str, Any], what: str) -> None:
             f"{what} cannot be stored as JSON ({exc}): pass dicts, lists, strings, finite numbers, "
             "booleans and None (e.g. str() for paths, float() for tensors, None for NaN)"
         ) from exc
+
+
+def _check_same_sort(conn: Connection, role: str, trainer: str) -> None:
+    """Refuse a verifier under a role of policies, and a policy under a role of verifiers:
+    a seat resolving its role's active version must get a policy, a judge seat a verifier."""
+    verifier = trainer == VERIFIER_TRAINER
+    other_sort = AdapterVersion.trainer != VERIFIER_TRAINER if verifier else AdapterVersion.trainer == VERIFIER_TRAINER
+    found = conn.execute(
+        select(AdapterVersion.name, AdapterVersion.trainer).where(AdapterVersion.role == role, other_sort).limit(1)
+    ).first()
+    if found is None:
+        return
+    if verifier:
+        raise RegistryError(
+            f"role {role!r} holds policies ({found.name}, trained by {found.trainer}), and a verifier is published "
+            f"under a role of its own: train it with `--role {role}-verifier` (any role that holds no policy)"
+        )
+    raise RegistryError(
+        f"role {role!r} holds verifiers ({found.name}, reward models that fill judge seats); a {trainer} adapter "
+        "is a policy: publish it under the role of the seat it plays"
+    )
 
 
 def _check_lineage(
