@@ -8,11 +8,13 @@ waits with nothing scheduled, nothing notices it until something else wakes the 
 the signals (``loop.add_signal_handler`` delivers them through its wakeup fd, whichever
 thread the kernel interrupted), cancels the command's work, and KeyboardInterrupt is raised
 once the work has unwound, its ``finally`` blocks run (Terminated, a KeyboardInterrupt, for
-SIGTERM). ``sigterm_as_interrupt`` does the same for synchronous work such as training. A
-command ends on either with ``exit_when_stopped``: a message on stderr, then exit 130 on
-Ctrl-C and 143 on SIGTERM, as shells report them. A second Ctrl-C stops at once; a
-repeated SIGTERM is ignored so that the cleanup it asked for can finish. A SIGINT that the
-process inherited as ignored (a background job of a shell without job control) stays ignored.
+SIGTERM). ``sigterm_as_interrupt`` does the same for synchronous work such as training
+(``training.signals``, where Terminated lives so that training code raises it too; a retrain's
+trainer process is stopped that way by ``training.isolated``). A command ends on either with
+``exit_when_stopped``: a message on stderr, then exit 130 on Ctrl-C and 143 on SIGTERM, as
+shells report them. A second Ctrl-C stops at once; a repeated SIGTERM is ignored so that the
+cleanup it asked for can finish. A SIGINT that the process inherited as ignored (a background
+job of a shell without job control) stays ignored.
 """
 
 from __future__ import annotations
@@ -20,16 +22,14 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Coroutine, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import typer
 
+from training.signals import Terminated, raised_in_block
+
 T = TypeVar("T")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, stopping the work as Ctrl-C does (a command then exits 143, not 130)."""
 
 
 def exit_code(interrupt: KeyboardInterrupt) -> int:
@@ -56,20 +56,11 @@ def exit_when_stopped(message: str) -> Iterator[None]:
         raise typer.Exit(exit_code(stop)) from None
 
 
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> AbstractContextManager[None]:
     """Within the block (synchronous work on the main thread, e.g. training), SIGTERM raises
-    Terminated, so that the ``finally`` and ``except BaseException`` cleanups run as on Ctrl-C."""
-
-    def on_sigterm(_signum: int, _frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a repeated SIGTERM lets the cleanup finish
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    Terminated, so that the ``finally`` and ``except BaseException`` cleanups run as on Ctrl-C
+    (a repeated SIGTERM is ignored while they run)."""
+    return raised_in_block(signal.SIGTERM)
 
 
 def run_interruptible(work: Coroutine[Any, Any, T]) -> T:

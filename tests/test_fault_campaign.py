@@ -31,7 +31,7 @@ from ctrl_c import default_sigint
 from model_logs import as_model_turns
 from storage.engine import open_store
 from storage.models import AdapterVersion, Episode, EpisodePayload, Reward, Run, TrainingJob, Turn
-from storage.orphans import INTERRUPTED_STAGE, ORPHAN_ERROR
+from storage.orphans import INTERRUPTED_STAGE, ORPHAN_ERROR, process_exists
 from tiny_model import save_random_lora, save_tiny_model
 from training.adapter_files import NAME_PATTERN, TMP_PREFIX, verify_folder
 from training.jobs import STALE_JOB_ERROR
@@ -270,6 +270,10 @@ def test_eval_stopped_by_sigterm_marks_its_run_and_exits_143(tmp_path: Path) -> 
         engine.dispose()
 
 
+RETRAIN_STOPPED = ("interrupted: every committed episode, dataset and adapter is kept; the round's running episodes "
+                   "and training job are marked failed")
+
+
 def test_retrain_stopped_by_sigterm_marks_its_round_and_exits_143(tiny_base: Path, tmp_path: Path) -> None:
     """Stopped while its round plays (the learner seats scripted: no rows to train on, but the
     round serves its gates from the tiny model, which it loads)."""
@@ -280,12 +284,62 @@ def test_retrain_stopped_by_sigterm_marks_its_round_and_exits_143(tiny_base: Pat
     try:
         child = Child.start(retrain, _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base)), tmp_path / "retrain")
         child.wait_for(lambda: _any_succeeded(engine), "its first episode")
-        _assert_stopped(child, engine, signal.SIGTERM, "interrupted: every committed episode, dataset and adapter is "
-                        "kept; the round's running episodes are marked failed")
+        _assert_stopped(child, engine, signal.SIGTERM, RETRAIN_STOPPED)
         with engine.connect() as conn:
             assert conn.scalars(select(Run.config)).one()["purpose"] == "retrain round 1"
     finally:
         engine.dispose()
+
+
+def test_retrain_stopped_by_sigterm_while_training_stops_the_trainer_and_exits_143(
+    tiny_base: Path, tmp_path: Path, sums: Path
+) -> None:
+    """SIGTERM while the round's training job trains in its child process (the actor's right
+    answers logged as the model's give it rows; 100000 steps would outlast any test) ends the
+    trainer now, not when its training would have ended: the job is marked failed, its temporary
+    folder removed, the round's run marked interrupted, and retrain exits 143."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    env = _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base))
+    play = ["play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(sums), "--split", "train"]
+    played = Child.start([*play, *SCRIPTED_SEATS], env, tmp_path / "play").finish()
+    assert played[0] == 0, played[2]
+    as_model_turns(url, "actor")
+    retrain = ["retrain", "--roles", "actor", "--practice", "0", "--no-report", "--every-episodes", "2", "--samples",
+               "1", "--eval-tasks", "2", "--min-rows", "1", "--max-steps", "100000", "-c", "2", *SCRIPTED_SEATS]
+    engine = open_store(url)
+    try:
+        child = Child.start(retrain, env, tmp_path / "retrain")
+        # the job's row says running a moment before the trainer process starts; its start is the moment to stop it
+        trainer = child.wait_for(lambda: _job_running(engine) and _trainer_process(child.process.pid),
+                                 "its trainer process")
+        _assert_stopped(child, engine, signal.SIGTERM, RETRAIN_STOPPED)
+        assert not process_exists(trainer)
+        with engine.connect() as conn:
+            [(status, error)] = conn.execute(select(TrainingJob.status, TrainingJob.error)).all()
+            runs = conn.execute(select(Run.status, Run.config)).all()
+        assert status == "failed" and error.startswith("Terminated"), error
+        assert list((tmp_path / "tmp").glob("sparring-job*")) == []
+        assert [s for s, c in runs if c.get("purpose") == "retrain round 1"] == ["interrupted"]
+    finally:
+        engine.dispose()
+
+
+def _job_running(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return conn.scalar(select(TrainingJob.id).where(TrainingJob.status == "running")) is not None
+
+
+def _trainer_process(parent: int) -> int | None:
+    """The pid of the trainer that ``parent`` spawned (``training.isolated``), if it runs now."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # ended while we looked
+        if ppid == parent and b"spawn_main" in command:
+            return int(stat.parent.name)
+    return None
 
 
 # --- concurrent writers -------------------------------------------------------------------

@@ -5,8 +5,9 @@ well puts both in one address space for the rest of the run. In a child process 
 
 - a trainer that dies (an exception, a segfault, the kernel's OOM killer) fails its job with
   the cause, and the loop goes on with the active adapters;
-- Ctrl-C stops the training at once (the child sees it; a signal sent to the parent alone
-  terminates the child), where an in-process trainer would only notice at its next step;
+- Ctrl-C and SIGTERM stop the training at once (a signal sent to the parent alone terminates
+  the child; the parent raises KeyboardInterrupt, or ``training.signals.Terminated``, whose
+  cleanups mark the job), where an in-process trainer would only notice at its next step;
 - the serving process never runs the training's compute or keeps its memory.
 
 The child is spawned (a fresh interpreter: no threads or backend state inherited), gets the
@@ -18,12 +19,12 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, NoReturn
+from typing import Any
 
+from training.signals import raised_in_block
 from training.trainers.result import TrainResult
 
 POLL_S = 0.2
@@ -48,25 +49,22 @@ def train_in_child(
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
     child = context.Process(target=_child_main, args=(theirs,), name=f"sparring-train-{kind}", daemon=True)
-    child.start()
-    theirs.close()
-    # Ctrl-C raises here while the parent waits, even where an event loop owns SIGINT (an
-    # ignored SIGINT stays ignored)
-    catch = threading.current_thread() is threading.main_thread()
-    catch = catch and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-    previous = signal.signal(signal.SIGINT, _raise_interrupt) if catch else None
-    try:
-        ours.send((kind, rows, config, kwargs))
-        return _wait(child, ours, progress, on_log)
-    except BaseException:
-        if child.is_alive():
-            child.terminate()
-        raise
-    finally:
-        if catch:
-            signal.signal(signal.SIGINT, previous)
-        child.join()
-        ours.close()
+    # Ctrl-C and SIGTERM raise here while the parent waits, even where an event loop owns them
+    # (its handlers would act once the training is over); caught from before the child exists
+    with raised_in_block(signal.SIGINT, signal.SIGTERM):
+        try:
+            child.start()
+            theirs.close()
+            ours.send((kind, rows, config, kwargs))
+            return _wait(child, ours, progress, on_log)
+        except BaseException:
+            if child.is_alive():
+                child.terminate()
+            raise
+        finally:
+            if child.pid is not None:  # started
+                child.join()
+            ours.close()
 
 
 def _wait(child: multiprocessing.process.BaseProcess, conn: Connection,
@@ -104,10 +102,6 @@ def _died(child: multiprocessing.process.BaseProcess) -> TrainerDied:
     else:
         reason = f"exit code {code}"
     return TrainerDied(f"the trainer process exited without a result ({reason})")
-
-
-def _raise_interrupt(signum: int, frame: object) -> NoReturn:
-    raise KeyboardInterrupt
 
 
 def _child_main(conn: Connection) -> None:

@@ -210,7 +210,7 @@ def retrain(
             await factory.aclose()
 
     with exit_when_stopped("interrupted: every committed episode, dataset and adapter is kept; the round's "
-                           "running episodes are marked failed"):
+                           "running episodes and training job are marked failed"):
         outcomes, figures = run_interruptible(main())
     from evaluation.report import figure_path
 
