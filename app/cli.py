@@ -8,7 +8,9 @@ import typer
 
 from app import quiet
 from app.commands import ratings as ratings_cmd
-from app.commands import adapters, episodes, eval_cmd, play, report, retrain, serve, settings_cmd, training, vllm_cmd
+from app.commands import (
+    adapters, episodes, eval_cmd, play, report, retrain, serve, settings_cmd, training, verifier_cmd, vllm_cmd,
+)
 from app.commands import jobs as jobs_cmd
 
 app = typer.Typer(
@@ -31,6 +33,7 @@ for command in (
 ):
     app.command()(command)
 app.command("eval")(eval_cmd.evaluate)
+app.command("eval-verifier")(verifier_cmd.eval_verifier)
 app.command("ratings")(ratings_cmd.ratings)
 app.add_typer(episodes.episodes_app, name="episodes")
 app.add_typer(training.datasets_app, name="datasets")

@@ -433,3 +433,80 @@ def test_the_report_measures_agreement_per_difficulty_with_intervals(store_url: 
                                              "'heldout' was checked against a ground truth"):
         verifier_report(engine, stand_in, game="ensemble", role="judge")
     engine.dispose()
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+def _play_solver_answers(store_url: str, levels: list[tuple[int, str]]) -> None:
+    """Ensemble episodes whose solver answers two of four variants right, logged as model turns."""
+    engine = open_store(store_url)
+    tasks = [Task(f"t{i}", f"What is {i} + 7?", str(i + 7), "test", split, f"L{level}")
+             for i, (level, split) in enumerate(levels)]
+    run = RunRecord.new("ensemble", {}, 0)
+    with Recorder(engine) as recorder:
+        recorder.start_run(run)
+        asyncio.run(play(ENSEMBLE, tasks, {"solver": Policy(ScriptedBackend.from_function(_by_variant), SAMPLING)},
+                         recorder, concurrency=2, seed=0, run_id=run.id, options=ENSEMBLE.make_options({})))
+    engine.dispose()
+    as_model_turns(store_url, "solver")
+
+
+def test_the_cli_trains_measures_and_seats_a_verifier(
+    url: str, base_dir: Path, tmp_path: Path, sums: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import app
+
+    monkeypatch.setenv("SPARRING_MODEL", str(base_dir))
+    monkeypatch.setenv("SPARRING_DEVICE", "cpu")
+    monkeypatch.setenv("SPARRING_CACHE_DIR", str(tmp_path / "cache"))
+    _play_solver_answers(url, [(1, "train"), (2, "train"), (1, "heldout"), (2, "heldout"), (2, "heldout")])
+    config = tmp_path / "reward.yaml"
+    config.write_text("lora: {r: 4}\nmax_length: 96\nmax_steps: 1\nper_device_train_batch_size: 2\n")
+    runner = CliRunner()
+
+    trained_run = runner.invoke(app, ["train", "reward", "--role", "verifier", "--answers", "solver", "--game",
+                                      "ensemble", "--config", str(config), "--format", "json"])
+    assert trained_run.exit_code == 0, trained_run.output
+    row = json.loads(trained_run.stdout)[0]
+    assert row["adapter"] == "verifier@v1" and row["rows"] == 8 and row["pairs"] == 4  # 2 tasks x 2 + 2 each
+
+    report = runner.invoke(app, ["eval-verifier", "verifier@v1", "--format", "json"])
+    assert report.exit_code == 0, report.output
+    levels = json.loads(report.stdout)
+    assert [(r["difficulty"], r["n"], r["correct"], r["incorrect"]) for r in levels] == [
+        ("L1", 4, 2, 2), ("L2", 8, 4, 4), ("all", 12, 6, 6)]
+    assert {(r["game"], r["answers"], r["split"], r["verifier"]) for r in levels} == {
+        ("ensemble", "solver", "heldout", "verifier@v1")}
+    assert all(r["accuracy"]["n"] == r["n"] and r["accuracy"]["low"] <= r["accuracy"]["value"] for r in levels)
+    table = runner.invoke(app, ["eval-verifier", "verifier"])  # the role names its active version: none yet
+    assert table.exit_code == 2 and "role 'verifier' has no active version" in table.output
+    deployed = runner.invoke(app, ["deploy", "verifier"])
+    assert deployed.exit_code == 2 and "verifier@v1 is a verifier, which no game's gate measures" in " ".join(
+        deployed.output.split())
+
+    played = runner.invoke(app, ["play", "debate", "-n", "2", "--tasks", str(sums), "--rounds", "1", "--format",
+                                 "json", "--seat", "judge=verifier:verifier@v1", "--seat",
+                                 "debater_a=scripted:calculator", "--seat", "debater_b=scripted:stubborn"])
+    assert played.exit_code == 0, played.output
+    assert json.loads(played.stdout)[0]["succeeded"] == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["train", "sft", "--role", "actor", "--answers", "actor"],
+     "--answers applies to `sparring train reward` only: the sft trainer learns from actor's own turns"),
+    (["train", "reward", "--role", "actor"],
+     "--role names the verifier's own role and --answers the role whose answers it judges; both are 'actor'"),
+    (["play", "debate", "-n", "1", "--seat", "debater_b=verifier:verifier@v1"],
+     "verifier:verifier@v1 is a trained verifier, which fills judge seats only"),
+    (["eval-verifier", "verifier@v9"], "no adapter version is named 'verifier@v9'"),
+])
+def test_the_cli_refuses_bad_verifier_input(url: str, args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import app
+
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output

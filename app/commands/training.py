@@ -171,8 +171,15 @@ def datasets_list(
 
 
 def train(
-    kind: Annotated[str, typer.Argument(help="Trainer: sft, dpo, kto, ppo (from logs) or grpo (online).")],
-    role: Annotated[str, typer.Option(help="The learner role whose adapter is trained.")],
+    kind: Annotated[str, typer.Argument(help="Trainer: sft, dpo, kto, ppo (from logs), grpo (online) or reward "
+                                             "(a verifier).")],
+    role: Annotated[str, typer.Option(help="The learner role whose adapter is trained (reward: the verifier's own "
+                                           "role).")],
+    answers: Annotated[
+        str | None,
+        typer.Option(help="reward: the role whose answers, checked against the ground truth, the verifier learns "
+                          "to judge (default: actor).", show_default=False),
+    ] = None,
     dataset: Annotated[int | None, typer.Option(help="Snapshot id; default: build one from new logs.")] = None,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
     tasks: Annotated[str | None, typer.Option(help="grpo: task source played (train split; default: the game's "
@@ -206,6 +213,10 @@ def train(
 
     The adapter continues from the role's active version unless `--fresh`. Deploy it with
     `sparring deploy ROLE`, which gates it against the active version on held-out tasks.
+    `reward` trains a verifier (a reward model) on the --answers role's answers, correct and
+    incorrect ones paired at each difficulty, and publishes it under --role: it fills the judge
+    seat of debate or ensemble (`--seat judge=verifier:ROLE@vN`), and `sparring eval-verifier`
+    measures it against the rule verifier.
 
     Examples:
 
@@ -213,6 +224,7 @@ def train(
     * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
     * `sparring train grpo --game math-reflection --role actor --max-steps 24`
+    * `sparring train reward --role verifier --answers actor` (publishes verifier@v1)
     * `sparring train dpo --role critic --config dpo.yaml`, with dpo.yaml holding for instance
       `loss_type: ipo`, `lora: {r: 32, alpha: 64}` and `trl: {lr_scheduler_type: cosine}`
     * `accelerate launch --multi_gpu --num_processes 4 -m app.cli train sft --role actor --dataset 12`
@@ -225,7 +237,8 @@ def train(
         trainer = trainer_kind(kind)
     except ValueError as exc:
         fail(str(exc))
-    rank = _check_launch(trainer, role, dataset)
+    rows_role = _rows_role(trainer, role, answers)
+    rank = _check_launch(trainer, rows_role, dataset)
     settings = settings_or_exit(database_url=db)
     options = {
         "learning_rate": learning_rate,
@@ -252,10 +265,10 @@ def train(
         snapshot_id = (
             dataset
             if dataset is not None
-            else _build(engine, settings, kind, role, game, "latest", LogFilter(), for_training=True).id
+            else _build(engine, settings, kind, rows_role, game, "latest", LogFilter(), for_training=True).id
         )
         try:
-            rows = load_snapshot(engine, snapshot_id, role=role, base_model=settings.model, kind=kind)
+            rows = load_snapshot(engine, snapshot_id, role=rows_role, base_model=settings.model, kind=kind)
         except DatasetError as exc:
             fail(str(exc))
         extra, cleanup = {}, lambda: None
@@ -310,12 +323,32 @@ def train(
         title="training job",
         console=out,
     )
-    if fmt == Format.table:
+    if fmt == Format.table and trainer.verifier:
+        err.print(
+            f"published the verifier {result.adapter.name}; it judges debates with `sparring play debate --seat "
+            f"judge=verifier:{result.adapter.name}`; its agreement with the rule verifier on held-out answers: "
+            f"`sparring eval-verifier {result.adapter.name}`"
+        )
+    elif fmt == Format.table:
         err.print(
             f"published {result.adapter.name} as a candidate; gate and deploy it with "
             f"`sparring deploy {role} --candidate {result.adapter.name}`; its loss per step: "
             f"`sparring jobs show {result.job_id}`"
         )
+
+
+def _rows_role(trainer, role: str, answers: str | None) -> str:
+    """The role whose turns make the rows: the trained role's own, or for a verifier the --answers role."""
+    if not trainer.verifier:
+        if answers is not None:
+            fail(f"--answers applies to `sparring train reward` only: the {trainer.name} trainer learns from "
+                 f"{role}'s own turns")
+        return role
+    answers = answers or "actor"
+    if answers == role:
+        fail(f"--role names the verifier's own role and --answers the role whose answers it judges; both are "
+             f"{role!r}. Publish the verifier under a role of its own, e.g. --role {role}-verifier")
+    return answers
 
 
 def _trainer_config(kind: str, config_type: type, settings: Settings, flags: dict, config_file: Path | None):
@@ -449,6 +482,9 @@ def deploy(
         fail(str(exc))
     if chosen is None:
         fail(f"role {role!r} has no candidate version; train one with `sparring train sft --role {role}`")
+    if chosen.is_verifier:
+        fail(f"{chosen.name} is a verifier, which no game's gate measures: measure it with `sparring eval-verifier "
+             f"{chosen.name}`, then promote it by hand with `sparring adapters promote {chosen.name}`")
     factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine)
 
     async def main():
