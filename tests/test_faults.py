@@ -6,33 +6,37 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, insert, select
 from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from app.cli import app
 from ctrl_c import default_sigint
-from factories import episode_end, episode_start, record_episode, turn_record
+from factories import T0, episode_end, episode_start, record_episode, run_record, turn_record
 from model_logs import as_model_turns
 from storage.engine import open_store
 from storage.models import Episode, Run, TrainingJob
+from storage.orphans import INTERRUPTED_STAGE
 from storage.queries import get_episode
 from storage.recorder import Recorder
 from storage.rows import UNSTORED_STAGE
 from storage.storable import REPLACED_KEY, REPLACEMENT
 from tiny_model import save_random_lora, save_tiny_model
 from training.adapter_files import AdapterFolderError, verify_folder
-from training.jobs import STALE_JOB_ERROR
+from training.jobs import JOB_FOLDER_PREFIX, OWNER_FILE, STALE_JOB_ERROR, _store_id
 from training.registry import AdapterRecord, publish
 
 runner = CliRunner()
+SCRIPTED_SEATS = ["--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct"]
 
 
 def _is_postgres(engine: Engine) -> bool:
@@ -282,6 +286,76 @@ def test_sigterm_stops_train_like_ctrl_c(tiny_env: Path) -> None:
     [(status, error)] = _job_statuses(url)
     assert status == "failed" and error.startswith("Terminated"), error
     assert list((tiny_env / "tmp").glob("sparring-job*")) == []
+
+
+def _dead_pid() -> int:
+    """The pid of a process of this host that has ended."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    return ended.pid
+
+
+@dataclass(frozen=True)
+class StaleWork:
+    run_id: str
+    episode_id: str
+    job_id: int
+    job_folder: Path
+
+
+def _leave_stale_work(url: str) -> StaleWork:
+    """What a process of this host killed outright leaves: its run and an episode ``running``, a
+    training job ``running`` with its temporary folder (as ``run_training_job`` writes it)."""
+    pid, engine = _dead_pid(), open_store(url)
+    try:
+        run = run_record(pid=pid)
+        episode = episode_start(run_id=run.id)
+        with Recorder(engine) as recorder:
+            recorder.start_run(run)
+            recorder.episode_started(episode)
+        with engine.begin() as conn:
+            job_id = conn.execute(insert(TrainingJob).values(
+                kind="sft", role="actor", status="running", config={}, started_at=T0).returning(TrainingJob.id)
+            ).scalar_one()
+        folder = Path(tempfile.mkdtemp(prefix=f"{JOB_FOLDER_PREFIX}{job_id}-"))
+        owner = {"job": job_id, "store": _store_id(engine), "host": socket.gethostname(), "pid": pid}
+        (folder / OWNER_FILE).write_text(json.dumps(owner))
+    finally:
+        engine.dispose()
+    return StaleWork(run.id, episode.id, job_id, folder)
+
+
+def _assert_stale_work_marked(url: str, stale: StaleWork, output: str) -> None:
+    assert ("marked as failed what stopped processes left running: 1 episode(s), 1 training job(s)"
+            in " ".join(output.split())), output
+    engine = open_store(url)
+    with engine.connect() as conn:
+        run_status = conn.scalar(select(Run.status).where(Run.id == stale.run_id))
+        episode = conn.execute(select(Episode.status, Episode.error_stage).where(Episode.id == stale.episode_id)).one()
+        job = conn.execute(select(TrainingJob.status, TrainingJob.error).where(TrainingJob.id == stale.job_id)).one()
+    engine.dispose()
+    assert run_status == "interrupted"
+    assert tuple(episode) == ("failed", INTERRUPTED_STAGE)
+    assert tuple(job) == ("failed", STALE_JOB_ERROR)
+    assert not stale.job_folder.exists()
+
+
+def test_eval_marks_what_dead_processes_left_running_before_it_starts(tiny_env: Path) -> None:
+    url = f"sqlite:///{tiny_env / 'store.db'}"
+    stale = _leave_stale_work(url)
+    evaluated = runner.invoke(app, ["eval", "--tasks", str(_sums(tiny_env)), "-n", "2", *SCRIPTED_SEATS])
+    assert evaluated.exit_code == 0, evaluated.output
+    _assert_stale_work_marked(url, stale, evaluated.output)
+
+
+def test_retrain_marks_what_dead_processes_left_running_before_it_starts(tiny_env: Path) -> None:
+    """A round whose learner seats are scripted (nothing to train; the tiny model loads for its gates)."""
+    url = f"sqlite:///{tiny_env / 'store.db'}"
+    stale = _leave_stale_work(url)
+    retrained = runner.invoke(app, ["retrain", "--practice", "0", "--no-report", "--every-episodes", "2", "--samples",
+                                    "1", "--eval-tasks", "2", "-c", "2", *SCRIPTED_SEATS])
+    assert retrained.exit_code == 0, retrained.output
+    _assert_stale_work_marked(url, stale, retrained.output)
 
 
 # --- crashes and unclear errors -----------------------------------------------------------

@@ -6,7 +6,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.commands.common import (
+    DbOption,
+    FormatOption,
+    clean_up_stale_work,
+    err,
+    fail,
+    out,
+    settings_or_exit,
+    store_or_exit,
+)
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.output import Format, emit
 from app.wiring import SEAT_SPEC_HELP, SeatSpecError, other_base_model, parse_seat_specs
@@ -80,6 +89,7 @@ def evaluate(
     if len({t.id for t in task_list}) < len(task_list):
         fail(f"task source {tasks!r} has repeated task ids; a paired comparison needs one episode per task")
     engine = store_or_exit(settings)
+    clean_up_stale_work(engine)
     sets = [first] if second is None else [first, second]
     _check_adapters(engine, settings, sets)  # before anything is played or logged
     results = _play(engine, settings, spec, task_list, options, sets, max_new_tokens, concurrency)

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-from app.commands.common import DbOption, FormatOption, err, fail, out, settings_or_exit, store_or_exit
+from app.commands.common import (
+    DbOption,
+    FormatOption,
+    clean_up_stale_work,
+    err,
+    fail,
+    out,
+    settings_or_exit,
+    store_or_exit,
+)
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.interrupts import exit_when_stopped, run_interruptible
 from app.output import Format, emit
@@ -167,6 +176,7 @@ def retrain(
     except (UnknownGameError, TaskSourceError, SeatSpecError, ValueError) as exc:
         fail(str(exc))
     engine = store_or_exit(settings)
+    clean_up_stale_work(engine)
     try:
         check_draws(engine, spec, seat_specs)
     except SeatSpecError as exc:
