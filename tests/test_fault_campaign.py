@@ -183,7 +183,7 @@ def test_play_killed_at_random_points_keeps_what_it_committed(store_url: str, tm
         assert json.loads(out)[0]["succeeded"] == 16
         _assert_marked(engine, *killed[-1])
         if killed[-1][1]:
-            assert f"marked {len(killed[-1][1])} episode(s) of ended processes as failed (interrupted)" in err
+            assert f"what stopped processes left running: {len(killed[-1][1])} episode(s)" in err
         _assert_succeeded_are_whole(engine)
         with engine.connect() as conn:
             assert conn.scalar(select(func.count()).where(Episode.status == "running")) == 0

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import (
-    DbOption, FormatOption, err, fail, out, require_writable, settings_or_exit, store_or_exit,
+    DbOption, FormatOption, clean_up_stale_work, err, fail, out, settings_or_exit, store_or_exit,
 )
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.interrupts import exit_when_stopped
@@ -128,17 +128,13 @@ def play(
 
     from app.playing import PlayJob
     from app.seat_draws import check_draws
-    from storage.recorder import mark_orphans
 
     engine = store_or_exit(settings)
-    require_writable(engine)
     try:
         check_draws(engine, spec, seat_specs)  # a pool naming versions the registry lacks: before anything plays
     except SeatSpecError as exc:
         fail(str(exc))
-    orphans = mark_orphans(engine)
-    if orphans:
-        err.print(f"marked {orphans} episode(s) of ended processes as failed (interrupted)")
+    clean_up_stale_work(engine)
     job = PlayJob(
         settings=settings,
         game=spec.name,
