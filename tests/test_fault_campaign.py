@@ -298,12 +298,7 @@ def test_retrain_stopped_by_sigterm_while_training_stops_the_trainer_and_exits_1
     answers logged as the model's give it rows; 100000 steps would outlast any test) ends the
     trainer now, not when its training would have ended: the job is marked failed, its temporary
     folder removed, the round's run marked interrupted, and retrain exits 143."""
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    env = _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base))
-    play = ["play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(sums), "--split", "train"]
-    played = Child.start([*play, *SCRIPTED_SEATS], env, tmp_path / "play").finish()
-    assert played[0] == 0, played[2]
-    as_model_turns(url, "actor")
+    url, env = _store_with_actor_rows(tiny_base, tmp_path, sums)
     retrain = ["retrain", "--roles", "actor", "--practice", "0", "--no-report", "--every-episodes", "2", "--samples",
                "1", "--eval-tasks", "2", "--min-rows", "1", "--max-steps", "100000", "-c", "2", *SCRIPTED_SEATS]
     engine = open_store(url)
@@ -409,12 +404,7 @@ def test_train_killed_while_publishing_leaves_whole_adapters_or_none(
     """Killed when its adapter's temporary copy appears (half-copied), then when the copy's
     final name appears (renamed, maybe not yet registered): the two moments a publish could be
     seen half done. A kill during training is test_faults' test_a_killed_train_leaves_its_rows_to_the_next_one."""
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    env = _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base))
-    play = ["play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(sums), "--split", "train"]
-    played = Child.start([*play, *SCRIPTED_SEATS], env, tmp_path / "play").finish()
-    assert played[0] == 0, played[2]
-    as_model_turns(url, "actor")
+    url, env = _store_with_actor_rows(tiny_base, tmp_path, sums)
     train = ["train", "sft", "--role", "actor", "--max-steps", "2", "--batch-size", "2", "--format", "json"]
     adapters = tmp_path / "data" / "adapters"
     engine = open_store(url)
@@ -438,6 +428,18 @@ def test_train_killed_while_publishing_leaves_whole_adapters_or_none(
         assert list((tmp_path / "tmp").glob("sparring-job*")) == []
     finally:
         engine.dispose()
+
+
+def _store_with_actor_rows(tiny_base: Path, tmp_path: Path, sums: Path) -> tuple[str, dict[str, str]]:
+    """A store whose 8 training episodes hold right actor answers logged as the tiny model's
+    (scripted play, relabelled), so train and retrain have rows; its URL and a child env for it."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    env = _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base))
+    play = ["play", "math-reflection", "-n", "8", "--turns", "1", "--tasks", str(sums), "--split", "train"]
+    played = Child.start([*play, *SCRIPTED_SEATS], env, tmp_path / "play").finish()
+    assert played[0] == 0, played[2]
+    as_model_turns(url, "actor")
+    return url, env
 
 
 def _entries(folder: Path) -> set[str]:
