@@ -62,12 +62,6 @@ class PlayReport:
     def tokens_per_s(self) -> float:
         return self.completion_tokens / self.wall_s if self.wall_s > 0 else 0.0
 
-    @property
-    def accuracy(self) -> float | None:
-        """Mean headline reward over succeeded episodes that have one (None if none has)."""
-        rewards = [e.reward for e in self.episodes if e.status == EpisodeStatus.SUCCEEDED and e.reward is not None]
-        return sum(rewards) / len(rewards) if rewards else None
-
 
 def _describe(exc: BaseException) -> str:
     """The episode's error: keys and passwords an upstream echoed are masked (storage.redact)."""

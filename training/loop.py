@@ -37,7 +37,9 @@ from training.registry import active_version
 
 @dataclass(frozen=True)
 class RetrainConfig:
-    """What one retrain loop does each round (every field has a CLI option of the same name)."""
+    """What one retrain loop does each round. Each field is a key of `retrain --config` and a CLI
+    option of the same name, but ``train_options``: the file's `train` mapping, and `--learning-rate`,
+    `--epochs`, `--max-steps`, `--max-seconds`."""
 
     roles: tuple[str, ...] = ("actor", "critic")
     """Learner roles trained each round, one adapter each."""
