@@ -8,14 +8,14 @@ Results are plain dicts; timestamps are timezone-aware UTC datetimes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, Select, exists, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, case, distinct, exists, func, select
 
 from storage.models import Episode, EpisodePayload, Judgment, Reward, Run, Turn, TurnPayload
-from storage.search import episode_has_text
+from storage.search import TextSearch
 
 _E = Episode.__table__
 _EP = EpisodePayload.__table__
@@ -29,6 +29,12 @@ _PAYLOAD = ("task", "seats", "outcome", "error")
 _TURN_COLUMNS = (*(c for c in _T.columns if c.name != "episode_id"), *(c for c in _TP.columns if c.name != "turn_id"))
 """A turn with its payload, as nested in an episode."""
 SORT_KEYS = ("started_at", "finished_at", "reward", "num_turns", "game", "status")
+PROBED_EPISODES = 2000
+"""A search for common words first probes this many episodes, the first in the page's order
+(storage.search): enough for a page when one episode in 40 matches, and a few milliseconds."""
+COUNTED_TURNS = 10
+"""A count of a search stopped at N reads at most N * COUNTED_TURNS matching turns: when those
+hold more than N episodes, more than N match."""
 BASE_POLICY = "base"
 """What a policy filter calls the base model played with no adapter (its turns log the
 model's name, e.g. ``bundled``)."""
@@ -71,16 +77,20 @@ class EpisodeFilter:
     since: datetime | None = None
     until: datetime | None = None
     text: str | None = None
-    """words that a turn's prompt or response contains (storage.search; SearchError when it has no word)"""
+    """words that a turn's prompt or response contains (storage.search.TextSearch; SearchError when
+    it has no word)"""
 
 
 @dataclass
 class Page:
     items: list[dict[str, Any]]
     total: int | None
-    """how many episodes match the filter, all pages together (None when not counted)"""
+    """how many episodes match the filter, all pages together (None when not counted, or when
+    more than ``count_limit`` match: then ``more_than`` says so)"""
     limit: int | None
     offset: int
+    more_than: int | None = None
+    """``count_limit`` when more episodes than that match (``total`` is then None)"""
 
 
 @dataclass
@@ -95,7 +105,7 @@ def in_run(run_id: str) -> ColumnElement[bool]:
     return _E.c.run_id.in_(runs)
 
 
-def _conditions(flt: EpisodeFilter) -> _Conditions:
+def _conditions(flt: EpisodeFilter, dialect: str) -> _Conditions:
     c = _Conditions()
     for name in ("game", "status", "task_id", "split"):
         value = getattr(flt, name)
@@ -112,7 +122,7 @@ def _conditions(flt: EpisodeFilter) -> _Conditions:
     if flt.until is not None:
         c.episode.append(_E.c.started_at < flt.until)
     if flt.text is not None:
-        c.episode.append(episode_has_text(flt.text))
+        c.episode.append(TextSearch(dialect, flt.text).condition())
     if flt.seat is not None:
         c.turn.append(_T.c.seat == flt.seat)
     if flt.policy is not None:
@@ -120,9 +130,9 @@ def _conditions(flt: EpisodeFilter) -> _Conditions:
     return c
 
 
-def _episode_where(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
+def _episode_where(flt: EpisodeFilter, dialect: str) -> list[ColumnElement[bool]]:
     """Conditions on episodes only: turn conditions become "has such a turn"."""
-    c = _conditions(flt)
+    c = _conditions(flt, dialect)
     if c.turn:
         c.episode.append(exists().where(_T.c.episode_id == _E.c.id, *c.turn))
     return c.episode
@@ -172,6 +182,7 @@ def list_episodes(
     offset: int = 0,
     after: str | None = None,
     count: bool = True,
+    count_limit: int | None = None,
 ) -> Page:
     """One page of episodes (narrow columns and seats) and how many match in all.
 
@@ -179,20 +190,68 @@ def list_episodes(
     it (``offset`` then counts from there). Unlike an offset, this keyset paging reads none
     of the earlier pages, so a deep page costs what the first one does. ``count=False``
     leaves ``total`` None: on a large store, counting every match is most of a page's cost
-    when the filter selects many episodes through their turns (``seat``, ``policy``).
+    when the filter selects many episodes through their turns (``seat``, ``policy``, ``text``).
+    ``count_limit``: count no further than that; when more match, ``total`` is None and
+    ``more_than`` is ``count_limit`` (a page of a search then costs milliseconds at 1M turns).
     """
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 (or None for all), got {limit}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
-    where = _episode_where(flt or EpisodeFilter())
+    if count_limit is not None and count_limit < 0:
+        raise ValueError(f"count_limit must be >= 0 (or None to count every match), got {count_limit}")
+    flt = flt or EpisodeFilter()
+    dialect = engine.dialect.name
+    search = TextSearch(dialect, flt.text) if flt.text is not None else None
+    where = _episode_where(replace(flt, text=None), dialect)  # the search is added below
     order = _order_by(sort)
     with engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(_E).where(*where)).scalar_one() if count else None
-        page_where = where if after is None else [*where, _after(conn, sort, after)]
-        stmt = _episode_select("seats").where(*page_where).order_by(*order).limit(limit).offset(offset)
-        items = [row._asdict() for row in conn.execute(stmt)]
-    return Page(items=items, total=total, limit=limit, offset=offset)
+        total = more_than = None
+        if count:
+            total = _count(conn, where, search, count_limit)
+            if count_limit is not None and total > count_limit:
+                total, more_than = None, count_limit
+        if after is not None:
+            where.append(_after(conn, sort, after))
+        page = _episode_select("seats").order_by(*order).limit(limit).offset(offset)
+        items = None
+        if search is not None and limit is not None and search.is_common(conn):
+            items = _probed_page(conn, page, where, search, order, limit)
+        if items is None:
+            text = [] if search is None else [search.condition()]
+            items = [row._asdict() for row in conn.execute(page.where(*where, *text))]
+    return Page(items=items, total=total, limit=limit, offset=offset, more_than=more_than)
+
+
+def _probed_page(conn: Connection, page: Select[Any], where: list[ColumnElement[bool]], search: TextSearch,
+                 order: list[ColumnElement[Any]], limit: int) -> list[dict[str, Any]] | None:
+    """The page of a search for common words, read by probing the first PROBED_EPISODES
+    episodes in the page's order; None when fewer of them match than the page holds (then
+    the matches are read instead: a common word can still be missing from the newest)."""
+    first = select(_E.c.id).where(*where).order_by(*order).limit(PROBED_EPISODES).subquery()
+    probed = page.join(first, first.c.id == _E.c.id).where(search.condition(probe=True))
+    items = [row._asdict() for row in conn.execute(probed)]
+    return items if len(items) == limit else None
+
+
+def _count(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch | None, limit: int | None) -> int:
+    """How many episodes match; with ``limit``, no more than ``limit + 1``, read as: the first
+    ``limit + 1`` episodes, or for a search, the episodes of its first ``limit * COUNTED_TURNS``
+    matching turns (all of them when fewer match; the exact count when those hold too few)."""
+    text = [] if search is None else [search.condition()]
+    if limit is None:
+        return conn.execute(select(func.count()).select_from(_E).where(*where, *text)).scalar_one()
+    if search is not None:
+        turns = search.turns().limit(limit * COUNTED_TURNS).subquery()
+        matching = and_(_E.c.id == turns.c.episode_id, *where)
+        read, episodes = conn.execute(
+            select(func.count(), func.count(distinct(case((_E.c.id.is_not(None), turns.c.episode_id)))))
+            .select_from(turns.outerjoin(_E, matching))
+        ).one()
+        if episodes > limit or read < limit * COUNTED_TURNS:
+            return episodes
+    first = select(_E.c.id).where(*where, *text).limit(limit + 1).subquery()
+    return conn.execute(select(func.count()).select_from(first)).scalar_one()
 
 
 def count_episodes_by_status(engine: Engine, run_id: str | None = None) -> dict[str, int]:
@@ -241,7 +300,7 @@ def iter_episodes(
     """Every matching episode in full (as ``get_episode`` returns it), oldest first, read
     ``chunk_size`` episodes at a time."""
     _check_chunk_size(chunk_size)
-    where = _episode_where(flt or EpisodeFilter())
+    where = _episode_where(flt or EpisodeFilter(), engine.dialect.name)
     stmt = _episode_select(*_PAYLOAD).where(*where).order_by(_E.c.started_at, _E.c.id)
     with engine.connect() as conn:
         # yield_per on the statement: on the connection it would stream the child queries too
@@ -283,7 +342,8 @@ def iter_turns(
     turns in order."""
     _check_chunk_size(chunk_size)
     with engine.connect() as conn:
-        result = conn.execute(_turn_select(flt or EpisodeFilter()).execution_options(yield_per=chunk_size))
+        result = conn.execute(_turn_select(flt or EpisodeFilter(), engine.dialect.name)
+                              .execution_options(yield_per=chunk_size))
         for rows in result.partitions():
             for row in rows:
                 yield row._asdict()
@@ -291,13 +351,13 @@ def iter_turns(
 
 def turn_reward_names(engine: Engine, flt: EpisodeFilter | None = None) -> list[str]:
     """The names of the rewards given to the turns ``iter_turns`` yields for ``flt``, sorted."""
-    turn_ids = _turn_select(flt or EpisodeFilter()).with_only_columns(_T.c.id).order_by(None)
+    turn_ids = _turn_select(flt or EpisodeFilter(), engine.dialect.name).with_only_columns(_T.c.id).order_by(None)
     with engine.connect() as conn:
         return list(conn.scalars(select(_R.c.name).where(_R.c.turn_id.in_(turn_ids)).distinct().order_by(_R.c.name)))
 
 
-def _turn_select(flt: EpisodeFilter) -> Select[Any]:
-    c = _conditions(flt)
+def _turn_select(flt: EpisodeFilter, dialect: str) -> Select[Any]:
+    c = _conditions(flt, dialect)
     episode_columns = [
         _E.c.run_id,
         _E.c.game,

@@ -1,10 +1,20 @@
 """Full-text search over what the models were prompted with and what they answered.
 
-``episode_has_text(text)`` is a condition on episodes: the episode has a turn whose prompt
-messages or response contain every word of ``text`` (in any order, whole words, case and,
-on SQLite, accents ignored). The text is always taken as words, never as query syntax:
-quotes, ``AND``/``OR``/``NEAR``, ``*``, ``-`` or SQL in it are searched for as plain words.
-The index is migration 0003's: an FTS5 table on SQLite, a GIN ``tsvector`` index on PostgreSQL.
+``TextSearch(dialect, text)`` finds the episodes that have a turn whose prompt messages or
+response contain every word of ``text`` (in any order, whole words, case and, on SQLite,
+accents ignored). The text is always taken as words, never as query syntax: quotes,
+``AND``/``OR``/``NEAR``, ``*``, ``-`` or SQL in it are searched for as plain words.
+
+The index is migration 0006's, one row per turn that names the turn's episode: on SQLite an
+FTS5 table ``turn_search`` (words only) whose rowids are those of ``turn_search_turns`` (turn,
+episode); on PostgreSQL a table ``turn_search`` (turn, episode, ``tsvector``) with a GIN index.
+Both have an index on the episode, so there are two ways to read a page of matching episodes:
+
+* ``matches``: read every matching turn's episode, then those episodes, then sort them. Its
+  cost grows with the matches: right for words in few turns.
+* ``probe``: read the episodes in the page's order and check each one's turns, until the page
+  is full. Its cost grows with the episodes read before the page is full: right for words in
+  many turns, as long as they are not all far down the order (``list_episodes`` bounds it).
 """
 
 from __future__ import annotations
@@ -12,17 +22,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import ColumnElement, select
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.expression import BindParameter, bindparam
-from sqlalchemy.types import NullType
+from sqlalchemy import ColumnElement, Connection, Select, column, exists, func, literal_column, select, table
+from sqlalchemy.sql.expression import bindparam
 
-from storage.models import Episode, Turn
+from storage.models import Episode
 
-_T = Turn.__table__
+_E = Episode.__table__
 _WORD = re.compile(r"\w", re.UNICODE)
 MAX_SEARCH_CHARS = 500
+COMMON_TURNS = 5000
+"""Words in more turns than this are common (``TextSearch.is_common``): a page is then read
+by probing episodes in order. At 1M turns, reading 5,000 matches costs about what probing
+the episodes a page needs does when one episode in 20 matches."""
 _MARKUP = str.maketrans("<>&", "   ")
+_SQLITE_TURNS = table("turn_search_turns", column("id"), column("episode_id"))
+_SQLITE_WORDS = table("turn_search", column("rowid"))
+_POSTGRES_TURNS = table("turn_search", column("episode_id"), column("document"))
 
 
 class SearchError(ValueError):
@@ -46,45 +61,48 @@ def fts5_query(text: str) -> str:
     return " ".join('"' + piece.replace('"', '""') + '"' for piece in pieces)
 
 
-class _TurnMatches(ColumnElement[bool]):
-    """The ``turns`` row's prompt or response matches the search; rendered per database."""
+class TextSearch:
+    """The search for ``text`` (checked by ``check_search``: SearchError when it has no word)
+    in a store of ``dialect`` (``sqlite`` or ``postgresql``)."""
 
-    inherit_cache = False
-    type = NullType()  # not Boolean: SQLite would get "... = 1", which keeps its planner from the index
+    def __init__(self, dialect: str, text: str) -> None:
+        if dialect not in ("sqlite", "postgresql"):
+            raise SearchError(f"full-text search needs SQLite or PostgreSQL, not {dialect}")
+        self.dialect, self.text = dialect, check_search(text)
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def turns(self) -> Select[Any]:
+        """The episode id of every matching turn (an episode once per matching turn)."""
+        if self.dialect == "sqlite":
+            return select(_SQLITE_TURNS.c.episode_id).where(_SQLITE_TURNS.c.id.in_(self._sqlite_rowids()))
+        return select(_POSTGRES_TURNS.c.episode_id).where(self._postgres_match())
 
+    def condition(self, probe: bool = False) -> ColumnElement[bool]:
+        """The condition on ``episodes``: read as ``matches`` or, with ``probe``, by probing
+        each episode (see the module's docstring)."""
+        if not probe:
+            # OFFSET 0 keeps PostgreSQL from flattening the subquery into a join that it may
+            # plan the other way round; SQLite plans it the same either way
+            return _E.c.id.in_(self.turns().offset(0))
+        if self.dialect == "sqlite":
+            # "+ 0": checked against the set of matches, read once; on the bare rowid SQLite
+            # would walk that whole set for every episode
+            turn = _SQLITE_TURNS.c
+            return exists().where(turn.episode_id == _E.c.id, (turn.id + 0).in_(self._sqlite_rowids()))
+        # OFFSET 0 keeps PostgreSQL from turning the EXISTS into a join planned from the matches
+        probe_turns = select(literal_column("1")).select_from(_POSTGRES_TURNS).where(
+            _POSTGRES_TURNS.c.episode_id == _E.c.id, self._postgres_match()).offset(0)
+        return probe_turns.exists()
 
-@compiles(_TurnMatches, "sqlite")
-def _sqlite(element: _TurnMatches, compiler: Any, **kw: Any) -> str:
-    query = compiler.process(_bind(fts5_query(element.text)), **kw)
-    return f"turns.id IN (SELECT turn_id FROM turn_search WHERE turn_search MATCH {query})"
+    def is_common(self, conn: Connection) -> bool:
+        """Whether more than COMMON_TURNS turns match: reads that many matches, no further."""
+        first = self.turns().limit(COMMON_TURNS + 1).subquery()
+        return conn.execute(select(func.count()).select_from(first)).scalar_one() > COMMON_TURNS
 
+    def _sqlite_rowids(self) -> Select[Any]:
+        query = bindparam(None, fts5_query(self.text), unique=True)
+        return select(_SQLITE_WORDS.c.rowid).where(literal_column("turn_search").op("MATCH")(query))
 
-@compiles(_TurnMatches, "postgresql")
-def _postgres(element: _TurnMatches, compiler: Any, **kw: Any) -> str:
-    query = compiler.process(_bind(element.text.translate(_MARKUP)), **kw)  # as the index does (migration 0003)
-    return ("turns.id IN (SELECT turn_id FROM turn_payloads WHERE to_tsvector('simple'::regconfig, "
-            f"sparring_turn_text(response, messages)) @@ plainto_tsquery('simple'::regconfig, {query}))")
-
-
-@compiles(_TurnMatches)
-def _other(element: _TurnMatches, compiler: Any, **kw: Any) -> str:
-    raise SearchError(f"full-text search needs SQLite or PostgreSQL, not {compiler.dialect.name}")
-
-
-def _bind(value: str) -> BindParameter[str]:
-    return bindparam(None, value, unique=True)
-
-
-def episode_has_text(text: str) -> ColumnElement[bool]:
-    """Episodes with a turn whose prompt or response contains every word of ``text``
-    (checked by ``check_search`` first: SearchError when it has no word)."""
-    turns = select(_T.c.episode_id).where(_TurnMatches(check_search(text)))
-    # OFFSET 0 keeps PostgreSQL from flattening the subquery: flattened, a page (ORDER BY
-    # started_at LIMIT 50) of a word its statistics think common but that is rare scanned the
-    # episodes newest first and computed each turn's tsvector (27 s at 1M turns for a word in
-    # 22 turns); fenced, it reads the matches through the index first (8 ms; a word in 170k
-    # turns: 0.01 -> 0.6 s). SQLite plans it the same either way.
-    return Episode.__table__.c.id.in_(turns.offset(0))
+    def _postgres_match(self) -> ColumnElement[bool]:
+        words = bindparam(None, self.text.translate(_MARKUP), unique=True)  # as the index does (migration 0003)
+        query = func.plainto_tsquery(literal_column("'simple'::regconfig"), words)
+        return _POSTGRES_TURNS.c.document.op("@@")(query)

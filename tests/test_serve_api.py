@@ -1,8 +1,10 @@
 """`sparring serve`: the JSON API and pages on a real SQLite file and PostgreSQL database.
 
 Filters, search and paging; bad input (400 naming the parameter, 404 with a message, search
-operators taken as text); model output escaped; read-only; token and bind rules; the search
-index of migration 0003 filled for logs written before it.
+operators taken as text); counts that stop at a limit and say so; model output escaped;
+read-only; token and bind rules; the search index (migrations 0003, 0006) filled for logs
+written before it and kept in step with turns that change; both ways of reading a search's
+page give the same page.
 """
 
 from __future__ import annotations
@@ -19,16 +21,20 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, insert, make_url, select
+from sqlalchemy import delete, func, insert, make_url, select, update
 from typer.testing import CliRunner
 
+import storage.queries
+import storage.search
 from app.cli import app as cli
+from app.server import api
 from app.server.app import create_app
 from app.server.security import BindError, check_bind
 from factories import record_episode
 from storage.engine import open_store
 from storage.migrate import alembic_config, upgrade_to_head
-from storage.models import AdapterVersion, DatasetSnapshot, Episode
+from storage.models import AdapterVersion, DatasetSnapshot, Episode, Turn, TurnPayload
+from storage.queries import EpisodeFilter, list_episodes
 from storage.records import EpisodeStatus
 from storage.recorder import Recorder
 
@@ -95,6 +101,84 @@ def test_search_matches_words_and_takes_operators_as_text(client: TestClient, lo
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(Episode)).scalar_one() == 5
     engine.dispose()
+
+
+def test_counts_stop_at_the_limit_and_say_so(client: TestClient, logged: dict, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(api, "COUNT_LIMIT", 3)
+    for query in ("", "q=answer", "seat=actor&q=answer"):  # all five episodes
+        page = client.get(f"/api/episodes?{query}").json()
+        assert (page["total"], page["more_than"], len(page["items"])) == (None, 3, 5), query
+        assert "more than 3 matching" in client.get(f"/?{query}").text
+    assert client.get("/api/episodes?q=pwned").json() | {"items": []} == {
+        "items": [], "total": 1, "more_than": None, "limit": 50, "next_after": None}
+    assert "1 matching" in client.get("/?q=pwned").text
+    unbounded = client.get("/api/episodes?q=answer&count=false").json()
+    assert unbounded["total"] is None and unbounded["more_than"] is None
+    assert "page of 50" in client.get("/?q=answer&count=false").text
+    monkeypatch.setattr(api, "COUNT_LIMIT", 5)  # exactly as many as match: an exact count
+    assert client.get("/api/episodes?q=answer").json()["total"] == 5
+
+
+def test_a_search_reads_the_same_page_every_way(logged: dict, monkeypatch: pytest.MonkeyPatch):
+    """Words in few turns: their episodes are looked up and sorted. In many: the first episodes
+    in the page's order are probed, and when too few of them match, the matches are read
+    instead. Counts stopped at a limit read the first matching turns, or count exactly when
+    those hold too few episodes. Every way gives the same pages, counts and keyset paging."""
+    engine = open_store(logged["url"])
+    cases = [("answer", {}, "-started_at"), ("answer", {"seat": "critic"}, "reward"),
+             ("the answer", {"min_reward": 0.4}, "started_at"), ("turn 1", {}, "-reward"),
+             ("pwned", {}, "-started_at"), ("nowhere", {}, "-started_at")]
+    ways = [{"COMMON_TURNS": 10_000}, {"COMMON_TURNS": 0},
+            {"COMMON_TURNS": 0, "PROBED_EPISODES": 1, "COUNTED_TURNS": 1}]
+    probed = []
+    probe = storage.queries._probed_page
+    monkeypatch.setattr(storage.queries, "_probed_page", lambda *args: probed.append(probe(*args)) or probed[-1])
+    pages: dict[tuple[str, str], list[object]] = {}
+    try:
+        for way in ways:
+            for name, value in way.items():
+                monkeypatch.setattr(storage.search if name == "COMMON_TURNS" else storage.queries, name, value)
+            for text, fields, sort in cases:
+                flt = EpisodeFilter(text=text, **fields)
+                first = list_episodes(engine, flt, sort=sort, limit=2)
+                capped = list_episodes(engine, flt, sort=sort, limit=2, count_limit=1)
+                after = first.items[-1]["id"] if first.items else None
+                rest = list_episodes(engine, flt, sort=sort, limit=None, after=after, count=False)
+                pages.setdefault((text, sort), []).append(
+                    ([e["id"] for e in first.items], first.total, capped.total, capped.more_than,
+                     [e["id"] for e in rest.items]))
+    finally:
+        engine.dispose()
+    assert any(page is not None for page in probed) and None in probed  # probes that filled a page, and not
+    for (text, sort), found in pages.items():
+        assert found[1:] == found[:-1], (text, sort)
+    assert pages[("answer", "-started_at")][0][1:4] == (5, None, 1)
+    assert pages[("pwned", "-started_at")][0][:4] == ([logged["xss"].id], 1, 1, None)
+    assert pages[("turn 1", "-reward")][0][1] == 4  # every episode with a second turn: not the <script> one
+
+
+def test_search_index_follows_turns_that_change(store_url: str):
+    """A payload rewritten, a turn moved to another episode, a payload deleted: the index follows
+    (sparring does none of these; the migration's triggers keep the index true when someone does)."""
+    engine = open_store(store_url)
+    with Recorder(engine, batch_size=64, flush_interval_s=0.01) as recorder:
+        a, b = record_episode(recorder), record_episode(recorder, minute=1)
+
+    def found(text: str) -> set[str]:
+        return {e["id"] for e in list_episodes(engine, EpisodeFilter(text=text), limit=None).items}
+
+    try:
+        assert found("turn 0") == found("answer 6") == {a.start.id, b.start.id}
+        with engine.begin() as conn:
+            conn.execute(update(TurnPayload).where(TurnPayload.turn_id == a.turns[1].id)
+                         .values(response="a walrus"))
+            conn.execute(update(Turn).where(Turn.id == a.turns[1].id).values(episode_id=b.start.id))
+            conn.execute(delete(TurnPayload).where(TurnPayload.turn_id == b.turns[0].id))
+        assert found("walrus") == {b.start.id}
+        assert found("answer 6") == {b.start.id}  # a's turn that said it now says walrus
+        assert found("turn 0") == {a.start.id}
+    finally:
+        engine.dispose()
 
 
 def test_one_episode_and_unknown_ones(client: TestClient, logged: dict):

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from sqlalchemy import Engine
 
 from app.server import reads
-from app.server.filters import BadParameter, EpisodeQuery, episode_query
+from app.server.filters import COUNT_LIMIT, BadParameter, EpisodeQuery, episode_query
 from storage.queries import get_episode, list_episodes
 
 router = APIRouter(prefix="/api", tags=["api"])
@@ -25,20 +25,23 @@ QueryDep = Annotated[EpisodeQuery, Depends(episode_query)]
 
 
 def page_of(engine: Engine, query: EpisodeQuery) -> dict[str, Any]:
-    """One page of episodes for ``query``: items, total (None with count=false) and the id to
-    pass as ``after`` for the next page (None on the last one)."""
+    """One page of episodes for ``query``: items, total (None with count=false, or when more than
+    COUNT_LIMIT match: then more_than is COUNT_LIMIT) and the id to pass as ``after`` for the
+    next page (None on the last one)."""
     query = query.with_run(engine)
     try:
         page = list_episodes(engine, query.flt, sort=query.sort, limit=query.limit, after=query.after,
-                             count=query.count)
+                             count=query.count, count_limit=COUNT_LIMIT)
     except KeyError as exc:
         raise BadParameter("after", exc.args[0]) from None
     full = len(page.items) == query.limit
-    return {"items": page.items, "total": page.total, "limit": query.limit,
+    return {"items": page.items, "total": page.total, "more_than": page.more_than, "limit": query.limit,
             "next_after": page.items[-1]["id"] if page.items and full else None}
 
 
-@router.get("/episodes", summary="Episodes with filters, full-text search, sorting and keyset paging")
+@router.get("/episodes", summary="Episodes with filters, full-text search, sorting and keyset paging",
+            description=f"`total` counts the matching episodes, all pages together, up to {COUNT_LIMIT:,}; when "
+                        f"more match, `total` is null and `more_than` is {COUNT_LIMIT} (`count=false`: both null).")
 def episodes(engine: EngineDep, query: QueryDep) -> dict[str, Any]:
     return page_of(engine, query)
 

@@ -22,6 +22,10 @@ from storage.search import SearchError, check_search
 
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
+COUNT_LIMIT = 1000
+"""A page counts the matching episodes up to this many and then says "more than": an exact
+count of a common word took seconds at 1M turns, where the page takes milliseconds (README,
+bench/serve_pages.py)."""
 DEFAULTS = {"sort": "-started_at"}
 """parameters left out of links when they have their default value"""
 
@@ -110,8 +114,8 @@ def episode_query(
     = None,
     after: Annotated[str | None, Query(description="Start after this episode id (keyset paging: the "
                                        "`next_after` of the previous page).")] = None,
-    count: Annotated[str | None, Query(description="'false' to skip counting every match (faster on a large "
-                                       "store).")] = None,
+    count: Annotated[str | None, Query(description="'false' to skip counting the matches (counted up to "
+                                       f"{COUNT_LIMIT:,}, then 'more than {COUNT_LIMIT:,}').")] = None,
 ) -> EpisodeQuery:
     """The checked query; BadParameter names the first parameter that is wrong."""
     given = {k: v for k, v in locals().items() if isinstance(v, str) and v not in ("", DEFAULTS.get(k))}

@@ -4,7 +4,7 @@ rather than fatal while the database is down.
 Every connection is made read-only (SQLite ``PRAGMA query_only``, PostgreSQL
 ``default_transaction_read_only``), so nothing the server runs can change the logs. The store
 is migrated once, when it is first opened (as every sparring command does), which also builds
-the search index of migration 0003.
+the search index (migrations 0003 and 0006).
 """
 
 from __future__ import annotations
