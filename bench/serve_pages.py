@@ -4,8 +4,10 @@ against the same query run directly (storage.queries.list_episodes).
 The store holds N synthetic turns (bench/synthetic_store.py); SQLite is cached per size,
 PostgreSQL is loaded into a fresh database and dropped afterwards. Each request goes through
 the whole application in process (FastAPI's TestClient: routing, parameter checks, the query,
-JSON or the Jinja2 page), without a network hop. Each figure is the median of --repeats runs
-after one warm-up; the ratio is server time over direct time (1.0x: the server adds nothing).
+JSON or the Jinja2 page), without a network hop. Both count the matches as the server does,
+up to app.server.filters.COUNT_LIMIT ("more than" past it). Each figure is the median of
+--repeats runs after one warm-up; the ratio is server time over direct time (1.0x: the server
+adds nothing).
 
     python bench/serve_pages.py                        # 1,000,000 turns
     python bench/serve_pages.py --turns 100000 --repeats 3
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from fastapi.testclient import TestClient  # noqa: E402
 
 from app.server.app import create_app  # noqa: E402
+from app.server.filters import COUNT_LIMIT  # noqa: E402
 from bench.common import add_postgres_argument, note, print_table  # noqa: E402
 from bench.synthetic_store import LoadedStore, bench_stores  # noqa: E402
 from storage.engine import open_store  # noqa: E402
@@ -60,19 +63,21 @@ def measure(name: str, store: LoadedStore, repeats: int) -> list[tuple[object, .
         with TestClient(create_app(store.url)) as client:
             for label, query, fields in CASES:
                 flt = EpisodeFilter(**fields)
-                direct = list_episodes(engine, flt, limit=LIMIT)
+                direct = list_episodes(engine, flt, limit=LIMIT, count_limit=COUNT_LIMIT)
                 api = client.get(f"/api/episodes?limit={LIMIT}&{query}")
                 page = client.get(f"/?limit={LIMIT}&{query}")
                 if api.status_code != 200 or page.status_code != 200:
                     raise SystemExit(f"{name} {label}: the server answered {api.status_code}/{page.status_code}")
                 if [i["id"] for i in api.json()["items"]] != [i["id"] for i in direct.items]:
                     raise SystemExit(f"{name} {label}: the API's page differs from list_episodes'")
-                note(f"{name}: {label} ({direct.total:,} matching)")
-                direct_s = median_s(lambda flt=flt: list_episodes(engine, flt, limit=LIMIT), repeats)
+                matching = f"{direct.total:,}" if direct.total is not None else f"> {direct.more_than:,}"
+                note(f"{name}: {label} ({matching} matching)")
+                direct_s = median_s(lambda flt=flt: list_episodes(engine, flt, limit=LIMIT, count_limit=COUNT_LIMIT),
+                                    repeats)
                 for what, path in (("API", f"/api/episodes?limit={LIMIT}&{query}"),
                                    ("page", f"/?limit={LIMIT}&{query}")):
                     served_s = median_s(lambda path=path: client.get(path), repeats)
-                    rows.append((name, store.turns, label, direct.total, what, 1000 * served_s, 1000 * direct_s,
+                    rows.append((name, store.turns, label, matching, what, 1000 * served_s, 1000 * direct_s,
                                  f"{served_s / direct_s:.2f}x"))
     finally:
         engine.dispose()
@@ -86,8 +91,8 @@ def main() -> None:
     add_postgres_argument(parser)
     args = parser.parse_args()
 
-    print(f"sparring serve, {LIMIT} episodes a page (newest first, total counted) vs list_episodes directly; "
-          f"median of {args.repeats}")
+    print(f"sparring serve, {LIMIT} episodes a page (newest first, counted up to {COUNT_LIMIT:,}) vs "
+          f"list_episodes directly; median of {args.repeats}")
     for name, open_loaded in bench_stores(args.turns, args.postgres_url):
         with open_loaded() as store:  # each store's table as soon as it is measured: at 1M a load takes long
             rows = measure(name, store, args.repeats)

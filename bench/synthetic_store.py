@@ -7,8 +7,9 @@ end merged into one row), with JSON columns serialized as SQLAlchemy's JSON type
 timestamps as each database stores them. A store is created by ``open_store`` (the real
 migrations, so the real indexes), then filled with ``executemany`` (SQLite) or ``COPY``
 (PostgreSQL, then VACUUM ANALYZE as autovacuum would do) one run at a time, its secondary
-indexes built at the end (on PostgreSQL also migration 0003's full-text index: one GIN build
-over 1M turns is much cheaper than keeping it up to date row by row).
+indexes built at the end (on PostgreSQL also the indexes of the search table of migration
+0006, which its trigger fills row by row: one GIN build over 1M turns is much cheaper than
+keeping it up to date row by row).
 
 ``cached_sqlite_store`` keeps one file per size, seed, generator and schema version under
 the cache folder (``$SPARRING_CACHE_DIR/bench``), so reruns skip the load; ``postgres_store``
@@ -175,7 +176,7 @@ def load_store(url: str, n_turns: int, *, seed: int = 0) -> LoadedStore:
 
 def _drop_migration_only_indexes(conn: Any) -> list[str]:
     """PostgreSQL: drop the indexes only migrations create (storage.migration_only); returns
-    the statements that build them again. SQLite's search index is a table its triggers fill."""
+    the statements that build them again. SQLite's search index is tables its triggers fill."""
     if conn.dialect.name != "postgresql":
         return []
     found = conn.execute(
