@@ -41,8 +41,9 @@ POSTGRES_POOL = {"pool_size": 5, "max_overflow": 10}
 POSTGRES_WORK_MEM_KB = 64 * 1024
 """The least ``work_mem`` a PostgreSQL connection gets (the server's default is 4 MB; a higher
 setting of the server or the user is kept). Full-text search reads its matches through a
-bitmap of heap pages, which turns lossy past work_mem: PostgreSQL then recomputes the tsvector
-of every row on those pages. At 1M turns, a word in 170k of them took 12 s instead of 0.9 s."""
+bitmap of heap pages, which turns lossy past work_mem: PostgreSQL then rechecks every row on
+those pages (with 0003's expression index it recomputed each tsvector: at 1M turns, a word in
+170k of them took 12 s instead of 0.9 s)."""
 WORKER_POSTGRES_POOL = {"pool_size": 2, "max_overflow": 2}
 """For one of many `sparring play --workers` processes: its recorder's writer and one reader
 need two connections, so N workers on M machines hold about 2*N*M of the server's
