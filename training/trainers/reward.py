@@ -48,7 +48,7 @@ from training.trainers.progress import LogCallback, LogFn, ProgressCallback, Pro
 from training.trainers.reporting import TENSORBOARD, run_folder, targets, tracker_callbacks
 from training.trainers.result import TrainResult
 from training.trainers.reward_config import RewardTrainingConfig
-from training.trainers.trl_runner import _final_metrics
+from training.trainers.trl_runner import final_metrics
 
 KIND = DatasetKind.REWARD
 LABELLED = ("prompt", "completion", "label")
@@ -177,7 +177,7 @@ def train_reward(
         require_adapter_and_head_only(trainer.model)
         output = trainer.train()
         log_history = [numeric(entry) for entry in trainer.state.log_history]
-        metrics = _final_metrics(log_history, output.training_loss, output.global_step, output.metrics)
+        metrics = final_metrics(log_history, output.training_loss, output.global_step, output.metrics)
         if not math.isfinite(metrics["train_loss"]):
             raise TrainingDivergedError(
                 f"The reward loss became {metrics['train_loss']} (diverged); no verifier was written. Lower "

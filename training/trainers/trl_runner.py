@@ -139,7 +139,7 @@ def train_with_trl(
         require_frozen_base(trainer.model)
         output = trainer.train()
         log_history = [numeric(entry) for entry in trainer.state.log_history]
-        metrics = _final_metrics(log_history, output.training_loss, output.global_step, output.metrics)
+        metrics = final_metrics(log_history, output.training_loss, output.global_step, output.metrics)
         if not math.isfinite(metrics["train_loss"]):
             raise TrainingDivergedError(
                 f"The {kind} loss became {metrics['train_loss']} (diverged); no adapter was written. Lower "
@@ -160,7 +160,7 @@ def train_with_trl(
     return TrainResult(adapter_dir=output_dir, metrics=metrics, log_history=log_history)
 
 
-def _final_metrics(
+def final_metrics(
     log_history: list[dict[str, float]], train_loss: float, steps: int, summary: dict[str, Any]
 ) -> dict[str, float]:
     """The last logged training entry, plus the run's mean loss, step count and runtime."""
