@@ -4,16 +4,14 @@ judge model's quality score), through the runner and the CLI; one test on the bu
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import socket
-import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from cli_calls import cli, refused
+from game_runs import play_one_run
 from model_logs import as_model_turns
 from sqlalchemy import select
 from unconstrained import UnconstrainedBackend
@@ -26,14 +24,11 @@ from graphs.code_debug.tasks import DATA, SHIPPED, load_code_tasks, read_tasks, 
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend, scripted_bot
-from graphs.runner import play
 from graphs.sandbox import Limits, Sandbox
 from graphs.sandbox.probe import probe
 from graphs.tasks.base import Task, TaskSourceError
 from storage.engine import open_store
 from storage.models import Judgment, Reward, Turn
-from storage.recorder import Recorder
-from storage.records import RunRecord
 from training.datasets import build_snapshot, load_snapshot
 
 needs_sandbox = pytest.mark.skipif(bool(probe().missing()) or probe().startable is not None,
@@ -147,12 +142,7 @@ def _task_of(messages, tasks: list[Task]) -> Task:
 
 def _play(store_url: str, tasks: list[Task], policies: dict[str, Policy], **options):
     engine = open_store(store_url)
-    run_id = uuid.uuid4().hex
-    with Recorder(engine) as recorder:
-        recorder.start_run(RunRecord(run_id, GAME.name, {}, 0, socket.gethostname(), os.getpid()))
-        report = asyncio.run(play(GAME, tasks, policies, recorder, concurrency=3, seed=0, run_id=run_id,
-                                  options=GAME.make_options(options)))
-        recorder.finish_run(run_id, "finished", {})
+    report, run_id = play_one_run(engine, GAME, tasks, policies, concurrency=3, **options)
     return engine, report, run_id
 
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from cli_calls import cli, refused
+from game_runs import play_one_run
 from memory_sink import MemorySink
 from model_logs import as_model_turns
 from sqlalchemy import select
@@ -39,8 +37,6 @@ from graphs.runner import play
 from graphs.tasks.base import TaskSourceError
 from storage.engine import open_store
 from storage.models import Judgment, Turn
-from storage.recorder import Recorder
-from storage.records import RunRecord
 from training.datasets import build_snapshot, load_snapshot
 
 POOL = Pool(("books", "hats", "balls"), (2, 1, 3), (3, 4, 0), (1, 2, 2))
@@ -253,12 +249,7 @@ def babbler(messages, request) -> str:
 def _play(url: str, tasks, policies: dict[str, Policy], **options):
     """Play into the store at ``url`` as one run; returns the engine, the report and the run id."""
     engine = open_store(url)
-    run_id = uuid.uuid4().hex
-    with Recorder(engine) as recorder:
-        recorder.start_run(RunRecord(run_id, GAME.name, {}, 0, socket.gethostname(), os.getpid()))
-        report = asyncio.run(play(GAME, tasks, policies, recorder, concurrency=4, seed=0, run_id=run_id,
-                                  options=GAME.make_options(options)))
-        recorder.finish_run(run_id, "finished", {})
+    report, run_id = play_one_run(engine, GAME, tasks, policies, **options)
     return engine, report, run_id
 
 

@@ -11,6 +11,7 @@ import json
 from collections import Counter
 
 import pytest
+from game_runs import play_one_run
 from model_logs import as_model_turns
 from sqlalchemy import func, select
 from typer.testing import CliRunner
@@ -31,12 +32,9 @@ from graphs.retrieval.index import SearchIndex, match_expression
 from graphs.retrieval.nodes import answer_document
 from graphs.retrieval.prompts import INTRO
 from graphs.retrieval.tasks import SHIPPED_QUESTIONS, load_questions
-from graphs.runner import play
 from graphs.tasks.base import TaskSourceError
 from storage.engine import open_store
 from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn
-from storage.recorder import Recorder
-from storage.records import RunRecord
 from training.datasets import build_snapshot, load_snapshot, turn_credits
 from training.datasets.reading import ReadPlan, read_episodes
 from training.deploy import LivePolicies, gate_and_deploy
@@ -58,12 +56,8 @@ def scripted(bot, name: str | None = None) -> Policy:
 
 
 def play_run(engine, tasks, policies, **options):
-    run = RunRecord.new("retrieval", {}, 0)
-    with Recorder(engine) as recorder:
-        recorder.start_run(run)
-        report = asyncio.run(play(RETRIEVAL, tasks, policies, recorder, concurrency=4, seed=0, run_id=run.id,
-                                  options=RETRIEVAL.make_options(options)))
-    return report, RETRIEVAL.metrics(engine, run.id).metrics
+    report, run_id = play_one_run(engine, RETRIEVAL, tasks, policies, **options)
+    return report, RETRIEVAL.metrics(engine, run_id).metrics
 
 
 def gullible(messages, request) -> str:
