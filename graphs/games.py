@@ -21,6 +21,7 @@ GAME_MODULES = (
     "graphs.story.game",
     "graphs.retrieval.game",
     "graphs.code_debug.game",
+    "graphs.textarena_games.game",
 )
 EXTRA_GAMES_ENV = "SPARRING_GAMES"
 
