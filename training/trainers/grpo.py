@@ -10,10 +10,13 @@ repeats each task's prompt ``num_generations`` times in a batch, so each task is
 
 What is trained is the role's FIRST turn of each episode: its prompt and completion token ids
 (as the backend logged them) and its reward. By default (``reward="first_turn"``) the reward
-is the one the game gives that turn (math-reflection actor: ``correct``, 1 if its first answer
-is right; critic: ``verdict_correct``): only that turn's tokens get the gradient, so it is the
-reward those tokens decide. ``reward="episode"`` uses the episode's headline reward instead
-(math-reflection: the final answer's correctness, after the critic and the refinements).
+is that turn's credit by the game's credit rule for the role (``GameSpec.credit_rule``), read
+from the episode's logged rewards as the dataset builders read them (math-reflection actor:
+``correct``, 1 if its first answer is right; critic: ``verdict_correct`` plus the improvement
+of the actor's next answer; negotiation proposer: the deal's value share, less 1 if the move
+was incoherent): only that turn's tokens get the gradient, and GRPO reinforces what the
+offline builders and the gate reward. ``reward="episode"`` uses the episode's headline reward
+instead (math-reflection: the final answer's correctness, after the critic and the refinements).
 
 Notes:
 
@@ -25,7 +28,7 @@ Notes:
   masking, both off here, and recomputes its own.
 - The backend's completion ids leave out the EOS token that ended a turn; it is appended
   (log-probability NaN, not recorded) so that the model also learns where to stop.
-- An episode that fails before the role's turn, or a turn without a reward (a task without
+- An episode that fails before the role's turn, or a turn without credit (a task without
   ground truth), still returns a completion (EOS alone for a failed one) with reward None:
   TRL gives it zero advantage. If every episode of a rollout fails, training stops.
 - The rollouts run in a fresh event loop on a helper thread, so ``train_grpo`` may be called
@@ -266,7 +269,8 @@ class GameRollout:
             out["prompt_ids"].append(list(turn.prompt_token_ids))
             out["completion_ids"].append(completion)
             out["logprobs"].append(logprobs)
-            out[REWARD_KEY].append(self._reward(summary, turn, tap.rewards.get(summary.episode_id, [])))
+            out[REWARD_KEY].append(self._reward(summary, turn, tap.turns[summary.episode_id],
+                                                tap.rewards.get(summary.episode_id, [])))
         if len(errors) == len(summaries):
             raise TrainerError(
                 f"Every one of the {len(summaries)} rollout episodes failed before {self.role!r} played, e.g. "
@@ -274,11 +278,36 @@ class GameRollout:
             )
         return out
 
-    def _reward(self, summary: Any, turn: TurnRecord, rewards: list[RewardRecord]) -> float | None:
+    def _reward(self, summary: Any, turn: TurnRecord, turns: list[TurnRecord],
+                rewards: list[RewardRecord]) -> float | None:
         if self.config.reward == "episode":
             return summary.reward
-        own = [r.value for r in rewards if r.seat == self.role and r.turn_id == turn.id]
-        return own[0] if own else None
+        return turn_credit(self.game, self.role, turn.id, turns, rewards)
+
+
+@dataclass(frozen=True)
+class _CreditTurn:
+    """A rollout turn as credit rules see a logged one (``graphs.credit.CreditTurn``)."""
+
+    turn_id: str
+    idx: int
+    seat: str
+    selected: bool
+    rewards: dict[str, float]
+
+
+def turn_credit(game: GameSpec, role: str, turn_id: str, turns: Sequence[TurnRecord],
+                rewards: Sequence[RewardRecord]) -> float | None:
+    """The credit of ``role``'s turn ``turn_id`` by the game's credit rule, from one episode's
+    turns and reward events (of several events with one name on a turn, the latest, as the
+    builders read them); None: the rule gives the turn none."""
+    by_turn: dict[str, dict[str, float]] = {}
+    for reward in rewards:
+        if reward.turn_id is not None:
+            by_turn.setdefault(reward.turn_id, {})[reward.name] = reward.value
+    seen = [_CreditTurn(t.id, t.index, t.seat, t.seat == role, by_turn.get(t.id, {}))
+            for t in sorted(turns, key=lambda t: t.index)]
+    return game.credit_rule(role).credits(seen, role).get(turn_id)
 
 
 def _prompt_key(prompt: Any) -> str:

@@ -62,9 +62,10 @@ class GRPOTrainingConfig(TRLTrainingConfig):
     reward: str = field(
         default="first_turn",
         metadata={
-            "help": "first_turn: the reward the game gives the role's first turn (actor: correct, critic: "
-            "verdict_correct), the turn that is trained. episode: the episode's headline reward (math-reflection: "
-            "final answer correct), which also depends on the other seats and the later turns."
+            "help": "first_turn: the credit the game's credit rule gives the role's first turn, the turn that is "
+            "trained (as the dataset builders read it: actor: correct; critic: verdict_correct plus the improvement "
+            "it led to; proposer: value share, less 1 if incoherent). episode: the episode's headline reward "
+            "(math-reflection: final answer correct), which also depends on the other seats and the later turns."
         },
     )
     concurrency: int = field(
