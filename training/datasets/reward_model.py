@@ -24,7 +24,6 @@ Answers left out by the balance are counted as ``balance_dropped``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -32,6 +31,7 @@ from typing import Literal
 from datasets import Features, Value
 
 from storage.models import DatasetKind
+from training.datasets.balance import CheckedAnswer, answer_rank, balanced_pairs
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import CORRECT
 from training.datasets.formats import MESSAGES, PAIR_METADATA, TURN_METADATA, assistant, chat
@@ -51,14 +51,6 @@ class RewardOptions:
             raise ValueError(f"format must be one of {', '.join(REWARD_FORMATS)}; got {self.format!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    difficulty: str | None
-    state: tuple[str, str]
-    correct: bool
-    rank: str
-
-
 class BalancedRewardRows(Builder[RewardOptions]):
     kind = DatasetKind.REWARD
     options_type = RewardOptions
@@ -66,7 +58,9 @@ class BalancedRewardRows(Builder[RewardOptions]):
     def __init__(self, context: BuildContext, options: RewardOptions) -> None:
         super().__init__(context, options)
         self._spill = Spill()
-        self._answers: list[_Answer] = []
+        self._answers: list[CheckedAnswer] = []
+        self._states: list[tuple[str, str]] = []
+        """each answer's state: seat and hash of the exact prompt messages"""
 
     def needs_samples(self) -> bool:
         return self.options.format == "paired"
@@ -99,8 +93,9 @@ class BalancedRewardRows(Builder[RewardOptions]):
                 self.skipped["no_ground_truth"] += 1
                 continue
             correct = turn.rewards[CORRECT] >= 0.5
-            rank = hashlib.sha256(f"{self.context.seed}:{turn.turn_id}".encode()).hexdigest()
-            self._answers.append(_Answer(episode.difficulty, (turn.seat, turn.prompt_key), correct, rank))
+            rank = answer_rank(self.context.seed, turn.turn_id)
+            self._answers.append(CheckedAnswer(episode.difficulty, correct, rank))
+            self._states.append((turn.seat, turn.prompt_key))
             self._spill.append(
                 {
                     "prompt": chat(turn.prompt),
@@ -142,39 +137,26 @@ class BalancedRewardRows(Builder[RewardOptions]):
             self._spill.close()
 
     def _labelled(self) -> Iterator[Row]:
-        levels: dict[tuple[str | None, bool], list[int]] = {}
-        for i, answer in enumerate(self._answers):
-            levels.setdefault((answer.difficulty, answer.correct), []).append(i)
-        kept: set[int] = set()
-        for difficulty in {d for d, _ in levels}:
-            right, wrong = levels.get((difficulty, True), []), levels.get((difficulty, False), [])
-            n = min(len(right), len(wrong))
-            for indices in (right, wrong):
-                kept.update(sorted(indices, key=lambda i: self._answers[i].rank)[:n])
+        kept = {i for pair in balanced_pairs(self._answers) for i in pair}
         self.skipped["balance_dropped"] += len(self._answers) - len(kept)
         for i, row in enumerate(self._spill):
             if i in kept:
                 yield row
 
     def _paired(self) -> Iterator[Row]:
-        states: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
-        for i, answer in enumerate(self._answers):
-            states.setdefault(answer.state, ([], []))[0 if answer.correct else 1].append(i)
-        for right, wrong in states.values():
-            by_rank = [sorted(indices, key=lambda i: self._answers[i].rank) for indices in (right, wrong)]
-            pairs = list(zip(*by_rank, strict=False))
-            self.skipped["balance_dropped"] += len(right) + len(wrong) - 2 * len(pairs)
-            for chosen_index, rejected_index in pairs:
-                chosen, rejected = self._spill.get(chosen_index), self._spill.get(rejected_index)
-                yield {
-                    "prompt": chosen["prompt"],
-                    "chosen": chosen["completion"],
-                    "rejected": rejected["completion"],
-                    "difficulty": chosen["difficulty"],
-                    "seat": chosen["seat"],
-                    "task_id": chosen["task_id"],
-                    "chosen_episode_id": chosen["episode_id"],
-                    "rejected_episode_id": rejected["episode_id"],
-                    "chosen_turn_id": chosen["turn_id"],
-                    "rejected_turn_id": rejected["turn_id"],
-                }
+        pairs = balanced_pairs(self._answers, groups=self._states)
+        self.skipped["balance_dropped"] += len(self._answers) - 2 * len(pairs)
+        for chosen_index, rejected_index in pairs:
+            chosen, rejected = self._spill.get(chosen_index), self._spill.get(rejected_index)
+            yield {
+                "prompt": chosen["prompt"],
+                "chosen": chosen["completion"],
+                "rejected": rejected["completion"],
+                "difficulty": chosen["difficulty"],
+                "seat": chosen["seat"],
+                "task_id": chosen["task_id"],
+                "chosen_episode_id": chosen["episode_id"],
+                "rejected_episode_id": rejected["episode_id"],
+                "chosen_turn_id": chosen["turn_id"],
+                "rejected_turn_id": rejected["turn_id"],
+            }
