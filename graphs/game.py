@@ -13,7 +13,7 @@ named by module and imported only when the game is played.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,27 @@ class Practice:
     """seat -> built-in scripted bot (graphs.policies.scripted.BOTS) that plays it"""
 
 
+@dataclass(frozen=True)
+class TruthVerdicts:
+    """How a judge-like learner seat learns its verdicts from the ground truth rather than from
+    its own right guesses: each checked answer of ``answer_seat`` (a turn with a ``correct``
+    reward, solo practice included) becomes a ``judge_seat`` prompt reviewing it, answered with
+    the verdict its truth calls for (``sparring datasets build sft --role SEAT --verdicts truth``)."""
+
+    judge_seat: str
+    answer_seat: str
+    review: Callable[[Sequence[Message], str], list[Message] | None]
+    """(an answer turn's logged prompt messages, its response) -> the judge seat's prompt that
+    reviews that answer; None for a prompt the game does not recognise (logged under other prompts)"""
+    verdicts: Mapping[bool, str]
+    """whether the answer is correct -> the judge seat's response that says so"""
+
+    def __post_init__(self) -> None:
+        if set(self.verdicts) != {True, False} or not all(v.strip() for v in self.verdicts.values()):
+            raise GameContractError(f"truth verdicts need a non-blank response for True and for False (correct and "
+                                    f"incorrect answers); got {dict(self.verdicts)!r}")
+
+
 def question_prompt(task: Task) -> list[Message]:
     """The default first prompt: the bare question."""
     return [{"role": "user", "content": task.question}]
@@ -107,6 +128,8 @@ class GameSpec:
     """(the game's options) -> the seats that play under them, for a game whose options say how
     many seats play (discussion's --agents); the others need no policy and are not recorded on
     its episodes. None: every seat plays."""
+    truth_verdicts: TruthVerdicts | None = None
+    """how a judge-like learner seat can learn its verdicts from the ground truth (None: it cannot)"""
     bots: Mapping[str, Bot] = field(default_factory=dict)
     """scripted bots the game contributes for its context seats (name -> bot), reachable as
     ``--seat SEAT=scripted:NAME`` and as practice stand-ins (``graphs.policies.scripted.known_bots``)"""
@@ -125,6 +148,12 @@ class GameSpec:
             problems += [f"practice stand-in for {n!r}, which is not a seat" for n in self.practice.stand_ins
                          if n not in names]
         problems += [f"balanced seat {n!r} is not a learner seat" for n in self.balanced_seats if n not in learners]
+        if self.truth_verdicts is not None:
+            truth = self.truth_verdicts
+            if truth.judge_seat not in learners:
+                problems.append(f"truth verdicts' judge seat {truth.judge_seat!r} is not a learner seat")
+            if truth.answer_seat not in names or truth.answer_seat == truth.judge_seat:
+                problems.append(f"truth verdicts' answer seat {truth.answer_seat!r} is not another seat")
         try:
             option_fields(self.options)
         except TypeError as exc:

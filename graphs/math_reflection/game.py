@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from graphs.credit import CORRECT
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice
+from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice, TruthVerdicts
 from graphs.math_reflection.credit import CRITIC_CREDIT, VERDICT_CORRECT
 from graphs.math_reflection.majority import majority_index
 from graphs.math_reflection.metrics import reflection_metrics
 from graphs.math_reflection.options import ReflectionOptions
-from graphs.math_reflection.prompts import actor_messages
+from graphs.math_reflection.prompts import ANSWER_FORMAT, VERDICT_LINE, actor_messages, critic_messages
+from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind
 from graphs.tasks.base import Task
 
@@ -45,6 +47,21 @@ def outcome(state: dict[str, Any]) -> EpisodeOutcome:
     return EpisodeOutcome(reward=float(correct[-1]) if has_truth else None, summary=summary)
 
 
+def review_of(actor_prompt: Sequence[Message], answer: str) -> list[Message] | None:
+    """The critic's prompt reviewing an actor answer, as the game builds it. The question is read
+    from the actor's first prompt message (``actor_messages``: the turns are logged without their
+    task); None for an actor prompt of other wording."""
+    first = actor_prompt[0] if actor_prompt else None
+    ending = f"\n{ANSWER_FORMAT}"
+    if first is None or first["role"] != "user" or not first["content"].endswith(ending):
+        return None
+    return critic_messages(first["content"].removesuffix(ending), answer)
+
+
+# the critic's whole response when it answers with the verdict line alone, as constrained decoding writes it
+VERDICT_CORRECT_LINE, VERDICT_INCORRECT_LINE = (VERDICT_LINE.prefix("") + option for option in VERDICT_LINE.options)
+
+
 GAME = GameSpec(
     name="math-reflection",
     description="An actor solves a math problem, a critic reviews it, the actor refines; judged on ground truth.",
@@ -71,4 +88,6 @@ GAME = GameSpec(
     # round buys several times more actor samples than full episodes would
     practice=Practice("actor", {"turns": 1}, {"critic": "always-correct"}),
     balanced_seats=frozenset({"critic"}),
+    truth_verdicts=TruthVerdicts("critic", "actor", review_of,
+                                 {True: VERDICT_CORRECT_LINE, False: VERDICT_INCORRECT_LINE}),
 )

@@ -23,6 +23,11 @@ would otherwise see mostly "incorrect" and learn the base rate instead of checki
 Metadata: ``reward`` (the credit), ``episode_id``, ``turn_id``, ``task_id``, ``seat``.
 Counted: ``no_reward``, ``below_threshold``, ``beyond_per_group`` (good turns of a state that
 already had ``per_group`` better or earlier ones), ``balanced_out`` (rows dropped by ``balance``).
+
+With ``verdicts="truth"``, a judge-like seat's rows are not its own turns but reviews of another
+seat's checked answers, answered with the verdict the ground truth calls for: see
+``training.datasets.truth_verdicts`` (``threshold``, ``per_group`` and ``balance`` select own
+turns and do not apply; ``max_rows`` caps those rows).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ import heapq
 import json
 import random
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from datetime import datetime
 from typing import Literal
 
 from datasets import Features
@@ -40,10 +46,15 @@ from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import turn_credits
 from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog
+from training.datasets.reading import EpisodeLog, LogFilter, ReadPlan
+from training.datasets.truth_verdicts import TruthVerdictRows
 
 SFTFormat = Literal["messages", "prompt_completion"]
 SFT_FORMATS: tuple[SFTFormat, ...] = ("messages", "prompt_completion")
+Verdicts = Literal["own", "truth"]
+VERDICT_SOURCES: tuple[Verdicts, ...] = ("own", "truth")
+_OWN_TURNS = ("threshold", "per_group", "balance")
+"""the options that select the role's own turns"""
 
 
 @dataclass(frozen=True)
@@ -55,20 +66,43 @@ class SFTOptions:
     format: SFTFormat = "prompt_completion"
     balance: bool = False
     """keep equally many rows of each parsed value of the turns (see the module docstring)"""
+    verdicts: Verdicts = "own"
+    """own: the role's own best turns; truth: for a judge-like seat, reviews of another seat's
+    checked answers with the verdict the ground truth calls for (``truth_verdicts``)"""
+    max_rows: int | None = None
+    """verdicts truth: the most rows, a seeded choice that keeps them balanced (None: all)"""
 
     def __post_init__(self) -> None:
         if self.per_group < 1:
             raise ValueError(f"per_group must be >= 1 (turns kept per state), got {self.per_group}")
         if self.format not in SFT_FORMATS:
             raise ValueError(f"format must be one of {', '.join(SFT_FORMATS)}; got {self.format!r}")
+        if self.verdicts not in VERDICT_SOURCES:
+            raise ValueError(f"verdicts must be one of {', '.join(VERDICT_SOURCES)}; got {self.verdicts!r}")
+        if self.verdicts == "truth":
+            own = [f.name for f in fields(self) if f.name in _OWN_TURNS and getattr(self, f.name) != f.default]
+            if own:
+                raise ValueError(f"{', '.join(own)}: options that select the role's own turns, which truth verdicts "
+                                 "are not (they are balanced between correct and incorrect answers already): leave "
+                                 "them unset, or build verdicts 'own'")
+            if self.max_rows is not None and self.max_rows < 2:
+                raise ValueError(f"max_rows must be >= 2 (a correct and an incorrect answer), got {self.max_rows}")
+        elif self.max_rows is not None:
+            raise ValueError("max_rows caps truth-verdict rows only: set verdicts='truth', or leave max_rows unset")
 
 
 class RejectionSampling(Builder[SFTOptions]):
+    """The SFT builder: rejection sampling of the role's own turns, or with ``verdicts="truth"``
+    the rows of ``TruthVerdictRows``, which this builder hands each of its steps to."""
+
     kind = DatasetKind.SFT
     options_type = SFTOptions
 
     def __init__(self, context: BuildContext, options: SFTOptions) -> None:
         super().__init__(context, options)
+        self._truth = TruthVerdictRows(context, options) if options.verdicts == "truth" else None
+        if self._truth is not None:
+            self.skipped = self._truth.skipped
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
         """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
@@ -76,10 +110,22 @@ class RejectionSampling(Builder[SFTOptions]):
 
     @staticmethod
     def features(options: SFTOptions) -> Features:
+        if options.verdicts == "truth":
+            return TruthVerdictRows.features(options)
         text = {"messages": MESSAGES} if options.format == "messages" else {"prompt": MESSAGES, "completion": MESSAGES}
         return Features({**text, "reward": FLOAT, **TURN_METADATA})
 
+    def read_plan(self, log_filter: LogFilter, since: datetime | None) -> ReadPlan:
+        if self._truth is not None:
+            return self._truth.read_plan(log_filter, since)
+        return super().read_plan(log_filter, since)
+
+    def why_empty(self) -> str | None:
+        return None if self._truth is None else self._truth.why_empty()
+
     def add(self, episode: EpisodeLog) -> Iterable[Row]:
+        if self._truth is not None:
+            return self._truth.add(episode)
         credits = turn_credits(episode, self.context.role)
         for turn in self.role_turns(episode):
             reward = credits.get(turn.turn_id)
@@ -112,6 +158,9 @@ class RejectionSampling(Builder[SFTOptions]):
         return ()
 
     def finish(self) -> Iterator[Row]:
+        if self._truth is not None:
+            yield from self._truth.finish()
+            return
         ordered = [(row, label) for kept in self._best.values() for _, _, row, label in sorted(kept, reverse=True)]
         if self.options.balance:
             ordered = self._balanced(ordered)
