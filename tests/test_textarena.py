@@ -173,6 +173,24 @@ def test_every_env_plays_to_its_end_offline_with_the_bots(env: str, monkeypatch)
     assert len(sink.judgments) == 2 and {j.judge_policy for j in sink.judgments} == {"textarena"}
 
 
+def test_openings_make_the_tasks_of_an_env_without_chance_differ() -> None:
+    """Two deterministic bots replay one tic-tac-toe game per side without openings; with them,
+    each task's seed draws two opening moves, which the seats see as textarena reports them."""
+    policies = {"player": Policy(scripted_bot("textarena-first")), "opponent": Policy(scripted_bot("textarena-first"))}
+
+    def games(episodes, sink) -> set[tuple[tuple[str, str], ...]]:
+        return {tuple((t.seat, t.response) for t in sink.turns if t.episode_id == e.episode_id) for e in episodes}
+
+    episodes, sink = play_in_memory(policies, 12, openings=False)
+    assert len(games(episodes, sink)) == 2 and all(e.outcome["opening"] == [] for e in episodes)
+    episodes, sink = play_in_memory(policies, 12)
+    assert len(games(episodes, sink)) > 6 and all(len(e.outcome["opening"]) == 2 for e in episodes)
+    for e in episodes:
+        first = next(t for t in sink.turns if t.episode_id == e.episode_id)
+        assert all(f"[Player {p}] {move}" in first.messages[-1]["content"]
+                   for p, move in enumerate(e.outcome["opening"]))
+
+
 def test_an_invalid_move_is_asked_again_and_a_second_one_in_a_row_loses() -> None:
     policies = {"player": scripted(babbler), "opponent": Policy(scripted_bot("textarena-random"))}
     episodes, sink = play_in_memory(policies, 2)

@@ -6,8 +6,9 @@ A bot reads what a model in its seat reads: textarena's observation. The envs sp
 the latest such line. A line that lists nothing (Othello: "No valid moves - you may have to
 skip") means any reply passes, and the bot says it passes.
 
-- textarena-random: a listed move drawn with the request's seed (without one, with a hash
-  of the observation, so the same state gets the same move);
+- textarena-random: a listed move drawn with the request's seed; without one (greedy
+  decoding, as `sparring eval` plays) with a hash of the observation, so the same state gets
+  the same move: a fixed random policy (the env's openings, ``opening.py``, vary the games);
 - textarena-first: the first listed move.
 """
 

@@ -12,19 +12,31 @@ IteratedPrisonersDilemma-v0) whose free-text turns no listed move stands for.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 DEFAULT_ENV = "TicTacToe-v0"
 
-ENVS: dict[str, str] = {
-    "TicTacToe-v0": "tic-tac-toe on 3x3; a move names a cell: '[4]'",
-    "WildTicTacToe-v0": "tic-tac-toe where either player places X or O: '[X 4]'",
-    "SimpleTak-v0": "join two opposite edges of a 4x4 board with your stones: '[12]'",
-    "Othello-v0-tiny": "Othello on 4x4: '[row, col]'",
-    "KuhnPoker-v0": "three rounds of 3-card poker: '[check]', '[bet]', '[call]', '[fold]'",
-    "PigDice-v0-short": "a dice race to 50 points: '[roll]' or '[hold]'",
-    "GameOfPureStrategy-v0": "13 rounds bidding cards A-K for prize cards: '[Q]'",
-    "IteratedRockPaperScissors-v0": "9 rounds of rock-paper-scissors: '[rock]'",
+
+@dataclass(frozen=True)
+class Env:
+    description: str
+    """what it is, with the shape of a move"""
+    opening: int = 0
+    """random legal moves played for the players before the seats take over (``--openings``): an env
+    without chance (no cards, no dice) plays the same game from every seed, so a greedy learner against
+    a bot would replay one game per side for every task; its opening is drawn from the task's seed"""
+
+
+ENVS: dict[str, Env] = {
+    "TicTacToe-v0": Env("tic-tac-toe on 3x3; a move names a cell: '[4]'", opening=2),
+    "WildTicTacToe-v0": Env("tic-tac-toe where either player places X or O: '[X 4]'", opening=2),
+    "SimpleTak-v0": Env("join two opposite edges of a 4x4 board with your stones: '[12]'", opening=2),
+    "Othello-v0-tiny": Env("Othello on 4x4: '[row, col]'", opening=2),
+    "KuhnPoker-v0": Env("three rounds of 3-card poker: '[check]', '[bet]', '[call]', '[fold]'"),
+    "PigDice-v0-short": Env("a dice race to 50 points: '[roll]' or '[hold]'"),
+    "GameOfPureStrategy-v0": Env("13 rounds bidding cards A-K for prize cards in a random order: '[Q]'"),
+    "IteratedRockPaperScissors-v0": Env("9 rounds of rock-paper-scissors: '[rock]'", opening=2),
 }
-"""env id -> what it is, with the shape of a move"""
 
 
 class UnknownEnvError(ValueError):

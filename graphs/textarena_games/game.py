@@ -35,13 +35,14 @@ def initial_state(task: Task, options: TextArenaOptions) -> dict[str, Any]:
     if task.meta.get("player") not in (0, 1) or not isinstance(task.meta.get("seed"), int):
         raise ValueError(f"task {task.id!r} is not a textarena task (it needs a seed and a player, 0 or 1, in its "
                          "meta); play the 'textarena' task source or a file of its shape")
-    return {"session": None, "to_move": None, "moves": [], "done": False, "result": None}
+    return {"session": None, "opening": [], "to_move": None, "moves": [], "done": False, "result": None}
 
 
 def outcome(state: dict[str, Any]) -> EpisodeOutcome:
     """Headline reward: the player's textarena reward."""
     result, moves = state["result"], state["moves"]
     summary = {
+        "opening": state["opening"],
         "players": result["players"],
         "rewards": result["rewards"],
         "winner": result["winner"],

@@ -1,7 +1,8 @@
-"""The steps of a textarena episode: the env starts, the seat of the player textarena names
-moves (its whole response is the action, as textarena's own agents send it), textarena judges
-it, and at the end its final rewards are logged for each seat and as the episode's judgment
-(judge policy "textarena"; a draw is a judgment with no winner, as ratings count ties).
+"""The steps of a textarena episode: the env starts (with its random opening moves, if it has
+any and --openings is on), the seat of the player textarena names moves (its whole response
+is the action, as textarena's own agents send it), textarena judges it, and at the end its
+final rewards are logged for each seat and as the episode's judgment (judge policy
+"textarena"; a draw is a judgment with no winner, as ratings count ties).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from langgraph.runtime import Runtime
 from graphs.context import EpisodeContext
 from graphs.textarena_games import credit
 from graphs.textarena_games.credit import OPPONENT, PLAYER
+from graphs.textarena_games.envs import ENVS
+from graphs.textarena_games.opening import play_opening
 from graphs.textarena_games.options import TextArenaOptions
 from graphs.textarena_games.prompts import move_messages
 from graphs.textarena_games.session import EnvSession
@@ -46,8 +49,10 @@ async def start(state: State, runtime: Runtime[EpisodeContext]) -> dict:
     ctx = runtime.context
     options: TextArenaOptions = ctx.options  # type: ignore[assignment]
     ctx.stage = f"{options.env} reset"
-    session = EnvSession(options.env, seed=int(ctx.task.meta["seed"]))
-    return {"session": session, "to_move": _to_move(session)}
+    seed = int(ctx.task.meta["seed"])
+    session = EnvSession(options.env, seed=seed)
+    opening = play_opening(session, ENVS[options.env].opening if options.openings else 0, seed)
+    return {"session": session, "opening": opening, "to_move": _to_move(session)}
 
 
 async def player(state: State, runtime: Runtime[EpisodeContext]) -> dict:

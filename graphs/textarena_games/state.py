@@ -35,6 +35,8 @@ class Result(TypedDict):
 class State(TypedDict):
     session: Any
     """the episode's live ``EnvSession`` (graphs are never checkpointed, so it is never serialised)"""
+    opening: list[str]
+    """the random opening moves played before the seats took over (``opening.py``)"""
     to_move: ToMove | None
     moves: Annotated[list[MoveRecord], operator.add]
     done: bool
