@@ -1,10 +1,11 @@
 """Truth-verdict rows: the critic's SFT rows made from the actor's checked answers, answered with
 the verdict the ground truth calls for (``SFTOptions(verdicts="truth")``), on the hand-made
 math-reflection logs of ``test_datasets`` written by the real Recorder into SQLite and
-PostgreSQL; the game's declaration."""
+PostgreSQL; the game's declaration, the CLI and the retrain settings that choose them."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -12,7 +13,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine
+from typer.testing import CliRunner
 
+from app.cli import app
 from graphs.game import GameContractError, GameSpec, TruthVerdicts
 from graphs.games import get_game
 from graphs.judges.verdict import parse_verdict
@@ -22,9 +25,11 @@ from tests.test_datasets import BASE, QUESTIONS, build, play_math, record_math_l
 from tests.test_games import play_reflection, replay
 from training.datasets import EmptyDatasetError, LogFilter, SFTOptions, load_snapshot
 from training.datasets.balance import answer_rank
+from training.loop import RetrainConfig, sft_options
 
 REFLECTION = get_game("math-reflection")
 TRUTH = SFTOptions(verdicts="truth")
+runner = CliRunner()
 
 
 def review(task_id: str, answer: str) -> list[dict[str, str]]:
@@ -185,3 +190,80 @@ def test_truth_verdicts_are_for_the_judge_seat_of_a_game_that_declares_them(stor
             SFTOptions(verdicts="truth", **wrong)
     with pytest.raises(ValueError, match="max_rows caps truth-verdict rows only"):
         SFTOptions(max_rows=64)
+
+
+# --- the CLI and retrain ------------------------------------------------------------------------
+
+
+def test_datasets_build_and_train_take_verdicts_truth(tmp_path, monkeypatch) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    answers = build_log(url)
+
+    result = runner.invoke(app, ["datasets", "build", "sft", "--role", "critic", "--verdicts", "truth",
+                                 "--max-rows", "2", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    [built] = json.loads(result.stdout)
+    assert built["rows"] == 2 and built["role"] == "critic"
+    assert {r["turn_id"] for r in rows_of(Path(built["path"]))} <= answers
+
+    for args, message in [
+        (["datasets", "build", "sft", "--role", "actor", "--verdicts", "truth"], "not 'actor'"),
+        (["datasets", "build", "dpo", "--role", "critic", "--verdicts", "truth"], "apply to sft rows only"),
+        (["datasets", "build", "sft", "--role", "critic", "--max-rows", "8"], "add --verdicts truth"),
+        (["datasets", "build", "sft", "--role", "critic", "--verdicts", "mine"], "verdicts must be one of own, truth"),
+        (["train", "sft", "--role", "critic", "--verdicts", "truth", "--dataset", "1"], "snapshot 1 is built already"),
+        (["train", "sft", "--role", "debater_a", "--game", "debate", "--verdicts", "truth"],
+         "'debate' declares no truth verdicts"),
+    ]:
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 2 and message in " ".join(refused.output.split()), (args, refused.output)
+
+
+def build_log(url: str) -> set[str]:
+    """Two right and two wrong actor answers; returns their turn ids."""
+    from storage.engine import open_store
+
+    engine = open_store(url)
+    try:
+        with Recorder(engine) as rec:
+            played = [play_math(rec, task, [answer], ["correct"], minute=i)
+                      for i, (task, answer) in enumerate((("t1", "5"), ("t1", "4"), ("t3", "6"), ("t3", "9")))]
+    finally:
+        engine.dispose()
+    return {p.actor[0].id for p in played}
+
+
+def test_retrain_chooses_the_critic_rows_by_judge_rows() -> None:
+    debate = get_game("debate")
+    own, truth = RetrainConfig(), RetrainConfig(judge_rows="truth", judge_max_rows=64)
+    assert sft_options(own, REFLECTION, "critic") == SFTOptions(balance=True)  # today's rows stay the default
+    assert sft_options(truth, REFLECTION, "critic") == SFTOptions(verdicts="truth", max_rows=64)
+    assert sft_options(truth, REFLECTION, "actor") is None
+    assert sft_options(RetrainConfig(trainer="dpo"), REFLECTION, "critic") is None
+    with pytest.raises(ValueError, match="game 'debate' declares no truth verdicts.*--judge-rows own"):
+        sft_options(truth, debate, "debater_a")
+    with pytest.raises(ValueError, match="judge_rows 'truth' makes sft rows, but the trainer is dpo"):
+        RetrainConfig(trainer="dpo", judge_rows="truth")
+    with pytest.raises(ValueError, match="judge_rows must be one of own, truth"):
+        RetrainConfig(judge_rows="theirs")
+    with pytest.raises(ValueError, match=r"judge_max_rows \(1\) must be at least 2"):
+        RetrainConfig(judge_max_rows=1)
+
+
+@pytest.mark.parametrize(("text", "options", "message"), [
+    ("judge_rows: truth\ntrainer: dpo\n", [], "judge_rows 'truth' makes sft rows, but the trainer is dpo"),
+    ("judge_rows: theirs\n", [], "'judge_rows' must be one of 'own', 'truth', got 'theirs'"),
+    ("judge_max_rows: 64\njudge_rows: truth\n", ["--game", "debate"], "'debate' declares no truth verdicts"),
+    ("judge_rows: truth\n", ["--judge-max-rows", "1"], "Invalid value for '--judge-max-rows'"),
+])
+def test_retrain_takes_judge_rows_from_the_file_and_the_options(tmp_path, text, options, message) -> None:
+    """Each key reaches the checks before anything runs (the store is never opened)."""
+    path = tmp_path / "retrain.yaml"
+    path.write_text(text)
+    env = {"SPARRING_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}", "SPARRING_DATA_DIR": str(tmp_path / "d"),
+           "COLUMNS": "200"}
+    result = runner.invoke(app, ["retrain", "--config", str(path), *options], env=env)
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "store.db").exists()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Engine, select
 
@@ -33,6 +33,10 @@ from training.evaluator import Evaluator, PhaseProgress
 from training.jobs import run_training_job
 from training.trainers.kinds import kind_names, trainer_kind
 from training.registry import active_version
+
+
+JudgeRows = Literal["own", "truth"]
+JUDGE_ROWS: tuple[JudgeRows, ...] = ("own", "truth")
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,14 @@ class RetrainConfig:
     candidate from a handful of rows cannot move a 200-task gate, and its gate costs a whole
     evaluation."""
     concurrency: int = 16
+    judge_rows: JudgeRows = "own"
+    """sft rows of the game's judge-like seat (``GameSpec.truth_verdicts``, math-reflection's critic):
+    own, its own right verdicts, balanced across labels; truth, reviews of the answering seat's
+    answers checked against the ground truth (practice included), with the verdict the truth calls
+    for, balanced at each difficulty (``training.datasets.truth_verdicts``)."""
+    judge_max_rows: int = 128
+    """judge_rows truth: the most rows a round trains the judge seat on (a seeded, balanced choice;
+    the rest of the round's answers are not read again)."""
     train_options: dict[str, Any] = field(default_factory=dict)
     """Overrides of the trainer config (learning_rate, num_train_epochs, max_steps...)."""
 
@@ -83,6 +95,14 @@ class RetrainConfig:
         if self.practice < 0 or self.practice_samples < 1:
             raise ValueError(f"practice ({self.practice}) must be >= 0 and practice_samples "
                              f"({self.practice_samples}) >= 1")
+        if self.judge_rows not in JUDGE_ROWS:
+            raise ValueError(f"judge_rows must be one of {', '.join(JUDGE_ROWS)}; got {self.judge_rows!r}")
+        if self.judge_rows == "truth" and self.trainer != "sft":
+            raise ValueError(f"judge_rows 'truth' makes sft rows, but the trainer is {self.trainer}: use trainer "
+                             "sft, or judge_rows 'own'")
+        if self.judge_max_rows < 2:
+            raise ValueError(f"judge_max_rows ({self.judge_max_rows}) must be at least 2 (a correct and an "
+                             "incorrect answer)")
 
 
 @dataclass
@@ -234,13 +254,28 @@ def _fresh_tasks(engine: Engine, game: GameSpec, source: str, wanted: int, seed:
     return (fresh or candidates)[:wanted]
 
 
+def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions | None:
+    """How a round builds ``role``'s rows (None: the builder's defaults): truth verdicts for the
+    game's judge seat when ``judge_rows`` asks for them, balanced own verdicts for its balanced seats."""
+    if config.trainer != "sft":
+        return None
+    truth = game.truth_verdicts
+    if config.judge_rows == "truth":
+        if truth is None:
+            raise ValueError(f"game {game.name!r} declares no truth verdicts (GameSpec.truth_verdicts): no seat of "
+                             "it learns its verdicts from the ground truth; use judge_rows 'own' (--judge-rows own)")
+        if role == truth.judge_seat:
+            return SFTOptions(verdicts="truth", max_rows=config.judge_max_rows)
+    return SFTOptions(balance=True) if role in game.balanced_seats else None
+
+
 async def _train_and_gate(
     engine, game, backend, live, evaluate: Evaluator, config: RetrainConfig, role: str, *, base_model, device,
     data_dir, cache_dir, seed, say, progress: Callable[[int, int], None],
 ) -> RoleOutcome:
     outcome = RoleOutcome(role, "failed")
     try:
-        options = SFTOptions(balance=True) if config.trainer == "sft" and role in game.balanced_seats else None
+        options = sft_options(config, game, role)
         snapshot = build_snapshot(engine, config.trainer, role, game=game.name, base_model=base_model,
                                   out_dir=data_dir / "datasets", since="latest", log_filter=LogFilter(split="train"),
                                   options=options, seed=seed, for_training=True)

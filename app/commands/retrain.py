@@ -84,6 +84,13 @@ def retrain(
     margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
     min_rows: Annotated[int, typer.Option(
         min=1, help="A role with fewer new rows is not trained this round (the rows wait for the next).")] = 16,
+    judge_rows: Annotated[str, typer.Option(
+        help="sft rows of the game's judge-like seat (math-reflection's critic): 'own', its own right verdicts, "
+             "balanced across labels; 'truth', reviews of the actor's answers checked against the ground truth "
+             "(practice included) with the verdict the truth calls for, balanced at each difficulty.")] = "own",
+    judge_max_rows: Annotated[int, typer.Option(
+        min=2, help="--judge-rows truth: the most rows a round trains the judge seat on (a seeded, balanced "
+                    "choice).")] = 128,
     game_options: GameOptionValues = NONE_GIVEN,
     temperature: Annotated[
         float,
@@ -124,6 +131,8 @@ def retrain(
     * `sparring retrain --rounds 3`   (three rounds, gates and report on 200 held-out tasks)
     * `sparring retrain --eval-tasks 64 --practice 128`   (a quicker, noisier round)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
+    * `sparring retrain --judge-rows truth`   (the critic learns from the truth about every checked
+      actor answer, at most --judge-max-rows 128 rows a round, rather than from its own right verdicts)
     * `sparring retrain --config retrain.yaml --rounds 3`, with retrain.yaml holding for instance
       `trainer: dpo`, `roles: [critic]`, `min_rows: 32` and `train: {learning_rate: 5e-5,
       loss_type: ipo, lora: {r: 16}}` (an option given here, e.g. `--min-rows 8`, overrides it)
@@ -137,14 +146,15 @@ def retrain(
     from app.seat_draws import RoundDraws, check_draws, drawn_specs, evaluation_specs
     from training.deploy import LivePolicies
     from training.evaluator import Evaluator
-    from training.loop import RetrainConfig, retrain_round
+    from training.loop import RetrainConfig, retrain_round, sft_options
 
     settings = settings_or_exit(database_url=db)
     chosen, file_train = _with_file(ctx, config_file, {
         "roles": tuple(r.strip() for r in roles.split(",") if r.strip()) if roles else None, "trainer": trainer,
         "every_episodes": every_episodes, "every_minutes": every_minutes, "samples": samples, "tasks": tasks,
         "practice": practice, "practice_samples": practice_samples, "practice_tasks": practice_tasks,
-        "margin": margin, "min_rows": min_rows, "concurrency": concurrency,
+        "margin": margin, "min_rows": min_rows, "concurrency": concurrency, "judge_rows": judge_rows,
+        "judge_max_rows": judge_max_rows,
     })
     source = f" (settings from {config_file} and the options)" if config_file is not None else ""
     try:
@@ -167,6 +177,7 @@ def retrain(
         options = game_options.make(spec)
         for role in config.roles:
             spec.gate_metric(role)  # a role the game cannot train or gate is refused before anything runs
+            sft_options(config, spec, role)  # as are rows the game cannot make (--judge-rows truth)
         heldout = spec.tasks.load(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
         if config.practice and config.practice_tasks:  # a bad source fails before anything is played
             spec.tasks.load(config.practice_tasks, n=1, seed=settings.seed, split="train")

@@ -33,8 +33,44 @@ from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_
 datasets_app = typer.Typer(help="Build training datasets from the logs.", no_args_is_help=True)
 
 
+VerdictsOption = Annotated[
+    str | None,
+    typer.Option(help="sft: 'own' (default), the role's own best turns; 'truth', for a judge-like seat "
+                      "(math-reflection's critic), reviews of the answers of the seat it judges that were checked "
+                      "against the ground truth, with the verdict the truth calls for, balanced at each difficulty.",
+                 show_default=False),
+]
+MaxRowsOption = Annotated[
+    int | None,
+    typer.Option(min=2, help="sft --verdicts truth: the most rows (a seeded choice that keeps them balanced).",
+                 show_default=False),
+]
+
+
+def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None):
+    """The SFT builder's options from --verdicts and --max-rows (None: the builder's defaults)."""
+    if verdicts is None and max_rows is None:
+        return None
+    if kind != "sft":
+        fail(f"--verdicts and --max-rows apply to sft rows only, not to {kind}")
+    if max_rows is not None and verdicts != "truth":
+        fail("--max-rows caps the rows of --verdicts truth only: add --verdicts truth, or leave --max-rows out")
+    from graphs.game import GameContractError
+    from graphs.games import UnknownGameError
+    from training.datasets import SFTOptions
+    from training.datasets.truth_verdicts import truth_verdicts_of
+
+    try:
+        options = SFTOptions(verdicts=verdicts or "own", max_rows=max_rows)
+        if options.verdicts == "truth":
+            truth_verdicts_of(game, role)
+    except (GameContractError, UnknownGameError, ValueError) as exc:
+        fail(str(exc))
+    return options
+
+
 def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, log_filter, *,
-           for_training: bool = False):
+           for_training: bool = False, options=None):
     from training.datasets import EmptyDatasetError, build_snapshot
 
     try:
@@ -50,6 +86,7 @@ def _build(engine, settings: Settings, kind: str, role: str, game: str, since: s
                 log_filter=log_filter,
                 seed=settings.seed,
                 for_training=for_training,
+                options=options,
             )
     except EmptyDatasetError as exc:
         fail(str(exc))
@@ -93,6 +130,8 @@ def datasets_build(
             show_default=False,
         ),
     ] = None,
+    verdicts: VerdictsOption = None,
+    max_rows: MaxRowsOption = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -106,14 +145,17 @@ def datasets_build(
     * `sparring datasets build sft --role actor`
     * `sparring datasets build dpo --role critic --since all --format json`
     * `sparring datasets build ppo --role actor --policy actor@v2`
+    * `sparring datasets build sft --role critic --verdicts truth --max-rows 128`
+      (the critic's rows from the actor's checked answers; --policy then picks the actor's turns)
     """
     if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
         fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
     if since not in ("latest", "all"):
         fail(f"--since {since!r}: use 'latest' or 'all'")
+    options = _sft_options(kind, game, role, verdicts, max_rows)
     log_filter = _log_filter(split, train_on_eval_data, policy)
     settings = settings_or_exit(database_url=db)
-    snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter)
+    snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter, options=options)
     row = {
         "snapshot": snapshot.id,
         "kind": str(snapshot.kind),
@@ -181,6 +223,8 @@ def train(
                           "to judge (default: actor).", show_default=False),
     ] = None,
     dataset: Annotated[int | None, typer.Option(help="Snapshot id; default: build one from new logs.")] = None,
+    verdicts: VerdictsOption = None,
+    max_rows: MaxRowsOption = None,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
     tasks: Annotated[str | None, typer.Option(help="grpo: task source played (train split; default: the game's "
                                                    "own).", show_default=False)] = None,
@@ -225,6 +269,8 @@ def train(
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
     * `sparring train grpo --game math-reflection --role actor --max-steps 24`
     * `sparring train reward --role verifier --answers actor` (publishes verifier@v1)
+    * `sparring train sft --role critic --verdicts truth --max-rows 128` (the critic learns the
+      ground truth about the actor's checked answers)
     * `sparring train dpo --role critic --config dpo.yaml`, with dpo.yaml holding for instance
       `loss_type: ipo`, `lora: {r: 32, alpha: 64}` and `trl: {lr_scheduler_type: cosine}`
     * `accelerate launch --multi_gpu --num_processes 4 -m app.cli train sft --role actor --dataset 12`
@@ -238,6 +284,10 @@ def train(
     except ValueError as exc:
         fail(str(exc))
     rows_role = _rows_role(trainer, role, answers)
+    if dataset is not None and (verdicts is not None or max_rows is not None):
+        fail(f"--verdicts and --max-rows choose the rows of a snapshot this command builds; snapshot {dataset} is "
+             "built already: leave them out, or build one with `sparring datasets build sft --verdicts ...`")
+    sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows)
     rank = _check_launch(trainer, rows_role, dataset)
     settings = settings_or_exit(database_url=db)
     options = {
@@ -265,7 +315,8 @@ def train(
         snapshot_id = (
             dataset
             if dataset is not None
-            else _build(engine, settings, kind, rows_role, game, "latest", LogFilter(), for_training=True).id
+            else _build(engine, settings, kind, rows_role, game, "latest", LogFilter(), for_training=True,
+                        options=sft_options).id
         )
         try:
             rows = load_snapshot(engine, snapshot_id, role=rows_role, base_model=settings.model, kind=kind)
