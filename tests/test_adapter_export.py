@@ -17,11 +17,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
 
 from app.cli import app
+from graphs.policies.adapter_folder import WEIGHTS_FILE
 from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.models import _COMPLETE_MARKER, BUNDLED, bundled_gguf_path, gguf_cache_key, load_model
 from storage.engine import open_store
-from training.adapter_files import WEIGHTS_FILE
 from training.export_adapter import ExportError, export_adapter
 from training.registry import get_version, publish
 

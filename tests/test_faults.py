@@ -20,6 +20,7 @@ from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from app.cli import app
+from graphs.policies.adapter_folder import AdapterFolderError
 from ctrl_c import default_sigint
 from factories import T0, episode_end, episode_start, record_episode, run_record, turn_record
 from model_logs import as_model_turns
@@ -31,7 +32,7 @@ from storage.recorder import Recorder
 from storage.rows import UNSTORED_STAGE
 from storage.storable import REPLACED_KEY, REPLACEMENT
 from tiny_model import save_random_lora, save_tiny_model
-from training.adapter_files import AdapterFolderError, verify_folder
+from training.adapter_files import verify_folder
 from training.jobs import JOB_FOLDER_PREFIX, OWNER_FILE, STALE_JOB_ERROR, _store_id
 from training.registry import AdapterRecord, publish
 

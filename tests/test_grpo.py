@@ -18,12 +18,12 @@ from safetensors.torch import load_file
 from tiny_model import save_tiny_model
 
 from graphs.math_reflection import nodes
+from graphs.policies.adapter_folder import WEIGHTS_FILE
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import scripted_bot
 from graphs.tasks.base import Task
 from storage.records import EpisodeStatus
 from training.trainers import GRPOTrainingConfig, LoraSettings, TrainerError, read_metadata, train_grpo
-from training.adapter_files import WEIGHTS_FILE
 from training.trainers.grpo import training_model_name
 
 TASKS = [

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import torch
 from peft import PeftModel
+from safetensors.torch import load_file, save_file
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -257,6 +258,10 @@ def _pickled_weights_only(folder: Path) -> None:
     (folder / WEIGHTS).rename(folder / "adapter_model.bin")
 
 
+def _no_lora_tensors(folder: Path) -> None:
+    save_file({k.replace("lora_", "other_"): v for k, v in load_file(folder / WEIGHTS).items()}, folder / WEIGHTS)
+
+
 BROKEN_FOLDERS: dict[str, tuple[Callable[[Path], None], str]] = {
     "missing": (_remove, "does not exist"),
     "no-config": (lambda f: (f / "adapter_config.json").unlink(), "has no adapter_config.json"),
@@ -272,6 +277,7 @@ BROKEN_FOLDERS: dict[str, tuple[Callable[[Path], None], str]] = {
     "pickled-weights": (_pickled_weights_only, "save with safe_serialization=True"),
     "truncated-weights": (lambda f: truncate(f / WEIGHTS), "not a readable safetensors file"),
     "weights-not-safetensors": (lambda f: (f / WEIGHTS).write_bytes(b"\x00" * 64), "not a readable safetensors"),
+    "no-lora-tensors": (_no_lora_tensors, "holds no LoRA tensors"),
 }
 
 

@@ -31,6 +31,7 @@ from graphs.ensemble import prompts as ensemble_prompts
 from graphs.ensemble.variants import VARIANTS
 from graphs.games import get_game
 from graphs.judges.reward_verifier import JudgePromptError, read_judge_prompt
+from graphs.policies.adapter_folder import CONFIG_FILE, WEIGHTS_FILE
 from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.reward_model import RewardModel, load_reward_base
@@ -41,7 +42,6 @@ from graphs.tasks.base import Task
 from storage.engine import open_store
 from storage.recorder import Recorder
 from storage.records import RunRecord
-from training.adapter_files import CONFIG_FILE, WEIGHTS_FILE
 from training.jobs import run_training_job
 from training.registry import RegistryError, publish
 from training.trainers import AdapterMismatchError, DatasetColumnsError, LoraSettings, TRLTrainingConfig

@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file
 from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_tokenizer
 
+from graphs.policies.adapter_folder import CONFIG_FILE, METADATA_FILE, WEIGHTS_FILE
 from graphs.policies.models import load_model
 from training.trainers import (
     AdapterError,
@@ -41,8 +42,6 @@ from training.trainers import (
     train_ppo,
     train_sft,
 )
-from training.adapter_files import CONFIG_FILE, WEIGHTS_FILE
-from training.trainers.adapters import METADATA_FILE
 from training.trainers.base_config import REPORT_TARGETS
 from training.trainers.dpo_config import DPO_LOSS_TYPES
 from training.trainers.kto_config import KTO_LOSS_TYPES
@@ -435,7 +434,7 @@ def test_output_folder_is_never_overwritten(tmp_path: Path, base_dir: Path) -> N
         (
             lambda d: (d / WEIGHTS_FILE).write_bytes((d / WEIGHTS_FILE).read_bytes()[:200]),
             AdapterError,
-            "damaged .*truncated",
+            "not a readable safetensors file .*truncated",
         ),
         (lambda d: (d / WEIGHTS_FILE).unlink(), AdapterError, "has no adapter_model.safetensors"),
         (lambda d: _set_base(d, "someone/other-model"), AdapterMismatchError, "built for base model 'someone/other"),

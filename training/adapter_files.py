@@ -7,13 +7,15 @@ and it is never overwritten: a rename onto an existing folder fails instead. Eac
 folder holds ``SHA256SUMS`` (the format of ``sha256sum``, so ``sha256sum -c SHA256SUMS`` checks
 it by hand too), against which ``verify_folder`` finds files deleted, truncated or
 overwritten after publishing.
+
+What makes a folder a LoRA adapter (its file names and checks) is
+``graphs.policies.adapter_folder``'s; this module is the registry's side of it.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -21,12 +23,15 @@ import time
 import uuid
 from pathlib import Path
 
-from safetensors import SafetensorError, safe_open
+from graphs.policies.adapter_folder import (
+    CHECKSUMS_FILE,
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    AdapterFolderError,
+    check_weights,
+    read_lora_config,
+)
 
-CONFIG_FILE = "adapter_config.json"
-WEIGHTS_FILE = "adapter_model.safetensors"
-PICKLED_WEIGHTS_FILE = "adapter_model.bin"
-CHECKSUMS_FILE = "SHA256SUMS"
 TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600.0
 """A temporary folder untouched for this long was left by a publish that crashed (a running
@@ -36,11 +41,6 @@ ROLE_PATTERN = re.compile(_ROLE)
 NAME_PATTERN = re.compile(rf"(?P<role>{_ROLE})@v(?P<version>[1-9][0-9]*)")
 """``role@vN``: the immutable name of a published version, and its folder's name."""
 _CHUNK = 1 << 20
-
-
-class AdapterFolderError(RuntimeError):
-    """An adapter folder is missing, incomplete or not the adapter expected; the message names
-    the folder, the problem and what to do."""
 
 
 def version_name(role: str, version: int) -> str:
@@ -53,7 +53,7 @@ def check_trained_folder(folder: Path, *, base_model: str) -> None:
     if not folder.is_dir():
         raise AdapterFolderError(
             f"{label} does not exist or is not a folder: pass the folder the trainer saved the adapter to "
-            "(its output_dir, holding adapter_config.json and adapter_model.safetensors)"
+            f"(its output_dir, holding {CONFIG_FILE} and {WEIGHTS_FILE})"
         )
     _check_adapter(folder, base_model=base_model, label=label, fix="Train the adapter again.")
 
@@ -183,23 +183,8 @@ def _other_fix(name: str, role: str, status: str | None) -> str:
 
 
 def _check_adapter(folder: Path, *, base_model: str, label: str, fix: str) -> None:
-    config_file = folder / CONFIG_FILE
-    if not config_file.is_file():
-        raise AdapterFolderError(
-            f"{label} has no {CONFIG_FILE}: expected a PEFT adapter saved with save_pretrained "
-            f"({CONFIG_FILE} and {WEIGHTS_FILE}). {fix}"
-        )
-    try:
-        config = json.loads(config_file.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise AdapterFolderError(f"{label}: {CONFIG_FILE} is not valid JSON ({exc}). {fix}") from exc
-    if not isinstance(config, dict):
-        raise AdapterFolderError(f"{label}: {CONFIG_FILE} is not a JSON object. {fix}")
-    if config.get("peft_type") != "LORA":
-        raise AdapterFolderError(
-            f"{label}: {CONFIG_FILE} has peft_type {config.get('peft_type')!r}, not 'LORA'; the "
-            f"registry holds LoRA adapters. {fix}"
-        )
+    """A LoRA adapter in safetensors for exactly ``base_model`` (the name the trainer recorded)."""
+    config = read_lora_config(folder, label=label, fix=fix)
     recorded = config.get("base_model_name_or_path")
     if recorded != base_model:
         raise AdapterFolderError(
@@ -208,20 +193,7 @@ def _check_adapter(folder: Path, *, base_model: str, label: str, fix: str) -> No
             f"base model it was trained on. Use it with {recorded!r}, or train one on {base_model!r} "
             "(the trainer records the name the base model was loaded by)."
         )
-    weights = folder / WEIGHTS_FILE
-    if not weights.is_file():
-        pickled = (folder / PICKLED_WEIGHTS_FILE).is_file()
-        hint = f" (it has {PICKLED_WEIGHTS_FILE}: save with safe_serialization=True)" if pickled else ""
-        raise AdapterFolderError(f"{label} has no {WEIGHTS_FILE}{hint}. {fix}")
-    try:
-        with safe_open(str(weights), framework="numpy") as tensors:
-            count = len(tensors.keys())
-    except (SafetensorError, OSError) as exc:
-        raise AdapterFolderError(
-            f"{label}: {WEIGHTS_FILE} is not a readable safetensors file ({exc}); it may be truncated. {fix}"
-        ) from exc
-    if count == 0:
-        raise AdapterFolderError(f"{label}: {WEIGHTS_FILE} holds no tensors. {fix}")
+    check_weights(folder, label=label, fix=fix)
 
 
 def _read_checksums(folder: Path, *, label: str, fix: str) -> dict[str, str]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
-import re
 import threading
 import time
 from collections import deque
@@ -41,23 +40,30 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import PeftConfig, PeftModelForCausalLM, PeftType
+from peft import PeftConfig, PeftModelForCausalLM
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
+from graphs.policies.adapter_folder import (
+    CONFIG_FILE,
+    AdapterFolderError,
+    check_loaded_keys,
+    check_weights,
+    is_size_mismatch,
+    load_failure,
+    read_lora_config,
+)
+from graphs.policies.adapter_switch import BASE_ADAPTER, AdapterSwitch
 from graphs.policies.base import (
     BackendError,
     GenerationRequest,
     GenerationResult,
     UnknownAdapterError,
 )
-from graphs.policies.adapter_switch import BASE_ADAPTER, AdapterSwitch
 from graphs.policies.choice import choose, option_token_ids
 from graphs.policies.decoding import CANCELLED, DecodeBatch, Endings, Forward, Row, completion_text
 from graphs.policies.final_decode import FinalLineState
 from graphs.policies.lora_merge import AdapterMerger
 from graphs.policies.models import load_model
-
-ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 
 JOIN_ROWS_DIVISOR = 8
 JOIN_WAIT_STEPS = 4
@@ -627,14 +633,15 @@ class InProcessBackend:
                 merge = base.device.type == "cpu" and base.dtype == torch.float32
                 self._merger = AdapterMerger(self._peft) if merge else None
             result = self._peft.load_adapter(str(path), adapter_name=name)
-            _check_loaded_keys(name, result.missing_keys, result.unexpected_keys)
+            check_loaded_keys(name, result.missing_keys, result.unexpected_keys)
         except Exception as exc:
             self._discard_adapter(name, created)
             # a size mismatch is summed up in the message: chained, its full text would show in tracebacks
-            cause = None if _SIZE_MISMATCH.search(str(exc)) else exc
+            cause = None if is_size_mismatch(exc) else exc
             raise BackendError(
                 f"could not load adapter folder {path} as {name!r} on {self.model_name}: "
-                f"{_load_failure(exc, config)}. Check that it is a LoRA adapter trained for this base model."
+                f"{load_failure(exc, getattr(config, 'r', None))}. Check that it is a LoRA adapter trained for "
+                "this base model."
             ) from cause
         self._model.eval()  # new LoRA modules (dropout) start in training mode
         with self._adapters_lock:
@@ -661,68 +668,21 @@ class InProcessBackend:
 
 
 def _read_adapter_config(path: Path) -> PeftConfig:
-    """The folder's LoRA config, or a BackendError naming what is missing or wrong."""
+    """The folder's LoRA config for inference, or a BackendError naming what is missing or wrong."""
+    label = f"adapter folder {path}"
     if not path.is_dir():
-        raise BackendError(f"adapter folder {path} does not exist (or is not a folder)")
-    if not (path / "adapter_config.json").is_file():
-        raise BackendError(
-            f"adapter folder {path} has no adapter_config.json: expected a PEFT adapter saved "
-            f"with save_pretrained (adapter_config.json and adapter_model.safetensors)"
-        )
-    if not any((path / f).is_file() for f in ADAPTER_WEIGHT_FILES):
-        raise BackendError(
-            f"adapter folder {path} has no weights: expected {' or '.join(ADAPTER_WEIGHT_FILES)}"
-        )
+        raise BackendError(f"{label} does not exist (or is not a folder)")
+    try:
+        read_lora_config(path, label=label)
+        check_weights(path, label=label, pickled_ok=True)
+    except AdapterFolderError as exc:
+        raise BackendError(str(exc)) from exc
     try:
         config = PeftConfig.from_pretrained(str(path))
     except Exception as exc:
-        raise BackendError(
-            f"adapter folder {path}: adapter_config.json is not a valid PEFT config: {exc}"
-        ) from exc
-    if config.peft_type != PeftType.LORA:
-        raise BackendError(
-            f"adapter folder {path} holds a {config.peft_type} adapter; "
-            f"the in-process backend serves LoRA adapters"
-        )
+        raise BackendError(f"{label}: {CONFIG_FILE} is not a valid PEFT config: {exc}") from exc
     config.inference_mode = True
     return config
-
-
-_SIZE_MISMATCH = re.compile(
-    r"size mismatch for (?P<key>\S+): copying a param with shape torch\.Size\(\[(?P<found>[\d, ]*)\]\) from "
-    r"checkpoint, the shape in current model is torch\.Size\(\[(?P<expected>[\d, ]*)\]\)"
-)
-MAX_ERROR_CHARS = 600
-
-
-def _load_failure(exc: Exception, config: PeftConfig) -> str:
-    """One line on why PEFT could not load the weights: a size mismatch (PyTorch lists every
-    tensor, tens of kilobytes for a real model) is counted, with its first tensor's shapes."""
-    mismatches = list(_SIZE_MISMATCH.finditer(str(exc)))
-    if mismatches:
-        first = mismatches[0]
-        rank = getattr(config, "r", None)
-        return (
-            f"{len(mismatches)} tensor(s) of its weights do not have the shapes that its adapter_config.json "
-            f"(r={rank}) and the base model call for, e.g. {first['key']}: expected [{first['expected']}], found "
-            f"[{first['found']}] (a rank r other than the one it was trained with, or an adapter for another "
-            "base model)"
-        )
-    text = " ".join(f"{type(exc).__name__}: {str(exc).rstrip('.')}".split())
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
-
-
-def _check_loaded_keys(name: str, missing: list[str], unexpected: list[str]) -> None:
-    """PEFT only warns when an adapter's weights file lacks tensors the adapter needs (they
-    would stay randomly initialised); here that is an error, as are tensors that fit nowhere."""
-    own = re.compile(rf"\.(lora_\w+|modules_to_save)\.{re.escape(name)}\.")
-    missing = [k for k in missing if own.search(k)]
-    if missing:
-        raise BackendError(f"the weights file lacks {len(missing)} adapter tensor(s), e.g. {missing[0]}")
-    if unexpected:
-        raise BackendError(
-            f"the weights file has {len(unexpected)} tensor(s) that fit no module, e.g. {unexpected[0]}"
-        )
 
 
 def _drop_abandoned(waiting: deque[tuple[int, Any]]) -> None:

@@ -1,6 +1,7 @@
 """Adapter folders on the trainer's side: checking a parent before training, writing the
-trained adapter after. The folder format (PEFT's file names) and removing a folder are
-``training.adapter_files``' (the registry's side), which this module uses.
+trained adapter and its ``sparring.json`` after. What makes a folder a LoRA adapter (file
+names and checks) is ``graphs.policies.adapter_folder``'s; removing a folder is the
+registry's (``training.adapter_files.discard``).
 
 A trained adapter folder holds PEFT's files (``adapter_config.json``,
 ``adapter_model.safetensors``) and ``sparring.json``: the role, the trainer kind, the base
@@ -19,17 +20,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graphs.policies.adapter_folder import (
+    CONFIG_FILE,
+    METADATA_FILE,
+    AdapterFolderError,
+    check_weights,
+    read_lora_config,
+)
 from graphs.policies.models import ModelLoadError, resolve_model
-from training.adapter_files import CONFIG_FILE, WEIGHTS_FILE
 from training.trainers.errors import AdapterError, AdapterMismatchError, OutputExistsError, TrainerError
-from training.trainers.lora import LORA_PARAMETER_MARK
 
 if TYPE_CHECKING:
     from peft import PeftModel
 
     from training.trainers.base_config import TrainingConfig
 
-METADATA_FILE = "sparring.json"
 METADATA_FORMAT = 1
 
 
@@ -113,8 +118,13 @@ def check_parent_adapter(folder: Path, *, model: str, role: str, cache_dir: Path
         raise AdapterError(
             f"Parent adapter folder {folder} does not exist: pass an adapter folder written by a trainer, {fresh_hint}."
         )
-    adapter_config = _read_adapter_config(folder, fresh_hint)
-    _check_weights(folder, fresh_hint)
+    label = f"Parent adapter folder {folder}"
+    fix = f"Copy the whole folder again or pass another LoRA adapter folder, {fresh_hint}."
+    try:
+        adapter_config = read_lora_config(folder, label=label, fix=fix)
+        check_weights(folder, label=label, fix=fix)
+    except AdapterFolderError as exc:
+        raise AdapterError(str(exc)) from exc
     metadata = read_metadata(folder)
     if metadata is not None:
         if not _same_model(metadata.base_model, model):
@@ -132,50 +142,9 @@ def check_parent_adapter(folder: Path, *, model: str, role: str, cache_dir: Path
     recorded = adapter_config.get("base_model_name_or_path")
     if recorded and not (_same_model(recorded, model) or _same_model(recorded, _resolved(model, cache_dir))):
         raise AdapterMismatchError(
-            f"The parent adapter in {folder} was built for base model {recorded!r} (adapter_config.json), "
+            f"The parent adapter in {folder} was built for base model {recorded!r} ({CONFIG_FILE}), "
             f"not {model!r}. Set the model to the one it was built for, {fresh_hint}."
         )
-
-
-def _read_adapter_config(folder: Path, fresh_hint: str) -> dict[str, Any]:
-    path = folder / CONFIG_FILE
-    if not path.is_file():
-        raise AdapterError(
-            f"Parent adapter folder {folder} has no {CONFIG_FILE}: it is not a PEFT adapter folder or it "
-            f"was copied incompletely. Copy the whole folder again, {fresh_hint}."
-        )
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise AdapterError(f"{path} is not valid JSON ({exc}): copy the adapter folder again, {fresh_hint}.") from exc
-    peft_type = config.get("peft_type") if isinstance(config, dict) else None
-    if peft_type != "LORA":
-        raise AdapterError(
-            f"{path} does not describe a LoRA adapter (peft_type {peft_type!r}); sparring trains LoRA "
-            f"adapters only. Pass a LoRA adapter folder, {fresh_hint}."
-        )
-    return config
-
-
-def _check_weights(folder: Path, fresh_hint: str) -> None:
-    from safetensors import SafetensorError, safe_open
-
-    path = folder / WEIGHTS_FILE
-    if not path.is_file():
-        raise AdapterError(
-            f"Parent adapter folder {folder} has no {WEIGHTS_FILE}. Copy the whole folder again (adapters "
-            f"saved as .bin are not read: re-save them with safe_serialization=True), {fresh_hint}."
-        )
-    try:
-        with safe_open(path, framework="pt") as weights:
-            names = list(weights.keys())
-    except (SafetensorError, OSError) as exc:
-        raise AdapterError(
-            f"{path} is damaged ({exc}); the file may be truncated by an interrupted copy. Copy the adapter "
-            f"folder again, {fresh_hint}."
-        ) from exc
-    if not any(LORA_PARAMETER_MARK in name for name in names):
-        raise AdapterError(f"{path} holds no LoRA weights: pass a LoRA adapter folder, {fresh_hint}.")
 
 
 def _same_model(recorded: str, configured: str) -> bool:
