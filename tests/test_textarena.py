@@ -224,7 +224,7 @@ def test_played_logged_measured_and_built_for_the_player(store_url: str, tmp_pat
     wins = [float(e.outcome["winner"] == "player") for e in report.episodes]
     assert metrics["win_rate"].value == pytest.approx(sum(wins) / 8) and metrics["win_rate"].n == 8
     assert metrics["win_rate"].low <= metrics["win_rate"].value <= metrics["win_rate"].high
-    assert metrics["mean_reward"].value == pytest.approx(sum(e.reward for e in report.episodes) / 8)
+    assert metrics["score"].value == pytest.approx(sum((e.reward + 1) / 2 for e in report.episodes) / 8)
     invalid = metrics["invalid_move_rate"]
     assert (invalid.value, invalid.n) == (pytest.approx(8 / len(player_moves)), len(player_moves))
     assert metrics["forfeit_rate"].value == 0.0 and set(metrics) == set(GAME.report_metrics)

@@ -7,7 +7,8 @@ beats the other's) and ``forfeit`` (1/0: textarena says it lost by invalid moves
 
 The player's credit, for each of its moves: the episode's ``outcome`` minus 1 when textarena
 reported that move invalid. Every move shares the result it led to, and an invalid move is
-pushed down on its own. Its mean over episodes is the gate metric's quantity (``mean_reward``).
+pushed down on its own. Without invalid moves, its mean over episodes is the gate metric
+(``score``) rescaled: score = (outcome + 1) / 2 in the envs sparring plays.
 """
 
 from __future__ import annotations

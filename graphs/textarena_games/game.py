@@ -1,8 +1,9 @@
 """textarena as a game: seats, options, tasks, bots, outcome, rewards, credit, metrics and the gate.
 
-The player is gated on ``mean_reward``, its mean textarena reward (+1 win, 0 draw, -1 loss),
-which its credit rule rewards: a draw counts for more than a loss, so a learner that stops
-losing against a strong opponent is seen to improve. ``win_rate`` and the rest are reported.
+The player is gated on ``score``: 1 for a win, 1/2 for a draw, 0 for a loss (in the envs
+sparring plays, half of textarena's reward plus 1/2: the quantity its credit rule rewards). A
+draw counts for more than a loss, so a learner that stops losing to a strong opponent is seen
+to improve; ``win_rate`` and the rest are reported beside it.
 """
 
 from __future__ import annotations
@@ -79,9 +80,9 @@ GAME = GameSpec(
     },
     credit={PLAYER: credit.PLAYER_CREDIT},
     metrics=textarena_metrics,
-    gate_metrics={PLAYER: GateMetric("mean_reward")},
+    gate_metrics={PLAYER: GateMetric("score")},
     first_prompt=first_prompt,
-    report_metrics=("mean_reward", "win_rate", "draw_rate", "invalid_move_rate", "forfeit_rate"),
+    report_metrics=("score", "win_rate", "draw_rate", "invalid_move_rate", "forfeit_rate"),
     tasks=TEXTARENA_TASKS,
     bots=BOTS,
 )

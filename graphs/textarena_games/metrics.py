@@ -1,10 +1,11 @@
 """The metrics of textarena, from the store's rewards (succeeded episodes of the run).
 
 Per episode, then the mean over a task's episodes, then over tasks (Wilson interval for 0/1
-outcomes, else bootstrap): win_rate (the player's textarena reward beats the opponent's),
-draw_rate (the rewards are equal), mean_reward (the player's textarena reward, -1..1: the
-gate), forfeit_rate (the player lost by invalid moves). invalid_move_rate is a ratio over the
-player's moves (Wilson, n = moves; per-task outcomes linearised, ``evaluation.run_metrics``).
+outcomes, else bootstrap): score (the player's points: 1 for a win, 1/2 for a draw, 0 for a
+loss; the gate), win_rate (the player's textarena reward beats the opponent's), draw_rate (the
+rewards are equal), forfeit_rate (the player lost by invalid moves). invalid_move_rate is a
+ratio over the player's moves (Wilson, n = moves; per-task outcomes linearised,
+``evaluation.run_metrics``).
 """
 
 from __future__ import annotations
@@ -62,13 +63,13 @@ def _episodes(engine: Engine, run_id: str) -> list[_Episode]:
 def textarena_metrics(engine: Engine, run_id: str) -> RunMetrics:
     episodes = _episodes(engine, run_id)
 
-    def outcome(e: _Episode, seat: str) -> float:
-        return e.ending[(seat, credit.OUTCOME)]
+    def draw(e: _Episode) -> float:
+        return float(e.ending[(PLAYER, credit.OUTCOME)] == e.ending[(OPPONENT, credit.OUTCOME)])
 
     result = task_means({
+        "score": per_task_means((e.task_id, e.ending[(PLAYER, credit.WIN)] + draw(e) / 2) for e in episodes),
         "win_rate": per_task_means((e.task_id, e.ending[(PLAYER, credit.WIN)]) for e in episodes),
-        "draw_rate": per_task_means((e.task_id, float(outcome(e, PLAYER) == outcome(e, OPPONENT))) for e in episodes),
-        "mean_reward": per_task_means((e.task_id, outcome(e, PLAYER)) for e in episodes),
+        "draw_rate": per_task_means((e.task_id, draw(e)) for e in episodes),
         "forfeit_rate": per_task_means((e.task_id, e.ending[(PLAYER, credit.FORFEIT)]) for e in episodes),
     })
     moves: dict[str, _Moves] = defaultdict(_Moves)
