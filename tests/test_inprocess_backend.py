@@ -886,7 +886,7 @@ def test_a_bfloat16_model_serves_adapters_unmerged_so_a_small_update_is_not_roun
         asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
         served = one(backend, PROMPTS[0], adapter="a")
         base = one(backend, PROMPTS[0])
-        assert backend._merger is None
+        assert backend._adapters.merger is None
     finally:
         asyncio.run(backend.aclose())
     reference = PeftModel.from_pretrained(tiny_model(tokenizer).to(torch.bfloat16), str(adapter_dirs["a"]))
