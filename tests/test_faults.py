@@ -33,7 +33,7 @@ from storage.rows import UNSTORED_STAGE
 from storage.storable import REPLACED_KEY, REPLACEMENT
 from tiny_model import save_random_lora, save_tiny_model
 from training.adapter_files import verify_folder
-from training.jobs import JOB_FOLDER_PREFIX, OWNER_FILE, STALE_JOB_ERROR, _store_id
+from training.jobs import JOB_FOLDER_PREFIX, OWNER_FILE, STALE_JOB_ERROR, store_id
 from training.registry import AdapterRecord, publish
 
 runner = CliRunner()
@@ -319,7 +319,7 @@ def _leave_stale_work(url: str) -> StaleWork:
                 kind="sft", role="actor", status="running", config={}, started_at=T0).returning(TrainingJob.id)
             ).scalar_one()
         folder = Path(tempfile.mkdtemp(prefix=f"{JOB_FOLDER_PREFIX}{job_id}-"))
-        owner = {"job": job_id, "store": _store_id(engine), "host": socket.gethostname(), "pid": pid}
+        owner = {"job": job_id, "store": store_id(engine), "host": socket.gethostname(), "pid": pid}
         (folder / OWNER_FILE).write_text(json.dumps(owner))
     finally:
         engine.dispose()

@@ -128,7 +128,7 @@ def run_training_job(
         write(finished_at=utcnow(), history=history, **values)
 
     work = Path(tempfile.mkdtemp(prefix=f"{JOB_FOLDER_PREFIX}{job_id}-"))
-    owner = {"job": job_id, "store": _store_id(engine), "host": socket.gethostname(), "pid": os.getpid()}
+    owner = {"job": job_id, "store": store_id(engine), "host": socket.gethostname(), "pid": os.getpid()}
     (work / OWNER_FILE).write_text(json.dumps(owner))
     try:
         result = train(
@@ -201,7 +201,7 @@ def fail_stale_jobs(engine: Engine) -> int:
             job_id, store, host, pid = int(owner["job"]), owner["store"], str(owner["host"]), int(owner["pid"])
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a job folder of this version, or one being set up right now
-        if host != socket.gethostname() or store != _store_id(engine) or process_exists(pid):
+        if host != socket.gethostname() or store != store_id(engine) or process_exists(pid):
             continue  # another store's folder waits for a command on that store to mark its job
         with engine.begin() as conn:
             failed += conn.execute(
@@ -213,8 +213,9 @@ def fail_stale_jobs(engine: Engine) -> int:
     return failed
 
 
-def _store_id(engine: Engine) -> str:
-    """The store's URL without password (a SQLite file by its absolute path)."""
+def store_id(engine: Engine) -> str:
+    """The store's URL without password (a SQLite file by its absolute path): what a job
+    folder's ``OWNER_FILE`` records, so that ``fail_stale_jobs`` fails only its own store's jobs."""
     url = engine.url
     if url.get_backend_name() == "sqlite":
         return f"sqlite:{os.path.abspath(url.database or '')}"
