@@ -25,9 +25,9 @@ Counted: ``no_reward``, ``below_threshold``, ``beyond_per_group`` (good turns of
 already had ``per_group`` better or earlier ones), ``balanced_out`` (rows dropped by ``balance``).
 
 With ``verdicts="truth"``, a judge-like seat's rows are not its own turns but reviews of another
-seat's checked answers, answered with the verdict the ground truth calls for: see
-``training.datasets.truth_verdicts`` (``threshold``, ``per_group`` and ``balance`` select own
-turns and do not apply; ``max_rows`` caps those rows).
+seat's checked answers, answered with the verdict the ground truth calls for, which another
+builder makes: ``training.datasets.truth_verdicts`` (``threshold``, ``per_group`` and ``balance``
+select own turns and do not apply; ``max_rows`` caps those rows).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import json
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
-from datetime import datetime
 from typing import Literal
 
 from datasets import Features
@@ -46,8 +45,7 @@ from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import turn_credits
 from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog, LogFilter, ReadPlan
-from training.datasets.truth_verdicts import TruthVerdictRows
+from training.datasets.reading import EpisodeLog
 
 SFTFormat = Literal["messages", "prompt_completion"]
 SFT_FORMATS: tuple[SFTFormat, ...] = ("messages", "prompt_completion")
@@ -92,17 +90,17 @@ class SFTOptions:
 
 
 class RejectionSampling(Builder[SFTOptions]):
-    """The SFT builder: rejection sampling of the role's own turns, or with ``verdicts="truth"``
-    the rows of ``TruthVerdictRows``, which this builder hands each of its steps to."""
+    """The SFT builder of the role's own turns (``verdicts="own"``); truth verdicts are
+    ``TruthVerdictRows``' (``snapshots.builder_type`` chooses)."""
 
     kind = DatasetKind.SFT
     options_type = SFTOptions
 
     def __init__(self, context: BuildContext, options: SFTOptions) -> None:
         super().__init__(context, options)
-        self._truth = TruthVerdictRows(context, options) if options.verdicts == "truth" else None
-        if self._truth is not None:
-            self.skipped = self._truth.skipped
+        if options.verdicts != "own":
+            raise ValueError(f"RejectionSampling builds the role's own turns, not verdicts {options.verdicts!r}: "
+                             "truth verdicts are TruthVerdictRows' rows (snapshots.builder_type chooses by options)")
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
         """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
@@ -110,22 +108,10 @@ class RejectionSampling(Builder[SFTOptions]):
 
     @staticmethod
     def features(options: SFTOptions) -> Features:
-        if options.verdicts == "truth":
-            return TruthVerdictRows.features(options)
         text = {"messages": MESSAGES} if options.format == "messages" else {"prompt": MESSAGES, "completion": MESSAGES}
         return Features({**text, "reward": FLOAT, **TURN_METADATA})
 
-    def read_plan(self, log_filter: LogFilter, since: datetime | None) -> ReadPlan:
-        if self._truth is not None:
-            return self._truth.read_plan(log_filter, since)
-        return super().read_plan(log_filter, since)
-
-    def why_empty(self) -> str | None:
-        return None if self._truth is None else self._truth.why_empty()
-
     def add(self, episode: EpisodeLog) -> Iterable[Row]:
-        if self._truth is not None:
-            return self._truth.add(episode)
         credits = turn_credits(episode, self.context.role)
         for turn in self.role_turns(episode):
             reward = credits.get(turn.turn_id)
@@ -158,9 +144,6 @@ class RejectionSampling(Builder[SFTOptions]):
         return ()
 
     def finish(self) -> Iterator[Row]:
-        if self._truth is not None:
-            yield from self._truth.finish()
-            return
         ordered = [(row, label) for kept in self._best.values() for _, _, row, label in sorted(kept, reverse=True)]
         if self.options.balance:
             ordered = self._balanced(ordered)

@@ -43,6 +43,7 @@ from training.datasets.preference import DPOOptions, PreferencePairs
 from training.datasets.reading import DEFAULT_CHUNK_EPISODES, EpisodeLog, LogFilter, read_episodes
 from training.datasets.reward_model import BalancedRewardRows, RewardOptions
 from training.datasets.sft import RejectionSampling, SFTOptions
+from training.datasets.truth_verdicts import TruthVerdictRows
 from training.datasets.unpaired import KTOOptions, UnpairedPreferences
 
 BuilderOptions = DPOOptions | KTOOptions | PPOOptions | SFTOptions | RewardOptions
@@ -56,6 +57,13 @@ BUILDERS: dict[DatasetKind, type[Builder[Any]]] = {
 _HASH_BLOCK = 1 << 20
 FOR_TRAINING = "for_training"
 """key of ``filter_spec`` set on a snapshot built for a training job (see ``build_snapshot``)"""
+
+
+def builder_type(kind: DatasetKind, options: BuilderOptions) -> type[Builder[Any]]:
+    """The builder of ``kind`` rows under ``options``: SFT's truth verdicts have one of their own."""
+    if kind == DatasetKind.SFT and isinstance(options, SFTOptions) and options.verdicts == "truth":
+        return TruthVerdictRows
+    return BUILDERS[kind]
 
 
 @dataclass(frozen=True)
@@ -103,16 +111,16 @@ def build_snapshot(
     Raises EmptyDatasetError, writing nothing, when no row comes out.
     """
     kind = _kind(kind)
-    builder_type = BUILDERS[kind]
+    options_type = BUILDERS[kind].options_type
     if options is None:
-        options = builder_type.options_type()
-    if not isinstance(options, builder_type.options_type):
+        options = options_type()
+    if not isinstance(options, options_type):
         raise TypeError(
-            f"options for a {kind} snapshot must be {builder_type.options_type.__name__}, got {type(options).__name__}"
+            f"options for a {kind} snapshot must be {options_type.__name__}, got {type(options).__name__}"
         )
     log_filter = log_filter or LogFilter()
     since_snapshot_id, since_at = _resolve_since(engine, since, kind, role, game)
-    builder = builder_type(BuildContext(role=role, game=game, seed=seed), options)
+    builder = builder_type(kind, options)(BuildContext(role=role, game=game, seed=seed), options)
     plan = builder.read_plan(log_filter, since_at)
     filter_spec = {
         "game": game,
@@ -219,11 +227,11 @@ def load_snapshot(
             f"the file of snapshot {snapshot_id} ({path}) changed since it was built (sha256 {digest[:12]}..., "
             f"recorded {str(snapshot.content_hash)[:12]}...). Restore it, or build a new snapshot"
         )
-    builder_type = BUILDERS[DatasetKind(snapshot.kind)]
-    options = builder_type.options_type(**snapshot.filter_spec.get("options", {}))
+    snapshot_kind = DatasetKind(snapshot.kind)
+    options = BUILDERS[snapshot_kind].options_type(**snapshot.filter_spec.get("options", {}))
     return datasets.Dataset.from_json(
         str(path),
-        features=builder_type.features(options),
+        features=builder_type(snapshot_kind, options).features(options),
         cache_dir=str(cache_dir if cache_dir is not None else path.parent / ".cache"),
     )
 

@@ -34,7 +34,6 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from datasets import Features, Value
 
@@ -46,10 +45,8 @@ from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import CORRECT
 from training.datasets.formats import MESSAGES, TURN_METADATA, assistant, chat
 from training.datasets.reading import EpisodeLog, LogFilter, ReadPlan
+from training.datasets.sft import SFTOptions
 from training.datasets.spill import Spill
-
-if TYPE_CHECKING:
-    from training.datasets.sft import SFTOptions
 
 
 def truth_verdicts_of(game: str, role: str) -> TruthVerdicts:
@@ -67,11 +64,12 @@ def truth_verdicts_of(game: str, role: str) -> TruthVerdicts:
     return truth
 
 
-class TruthVerdictRows(Builder["SFTOptions"]):
+class TruthVerdictRows(Builder[SFTOptions]):
     """Rows of the module docstring: made for ``context.role``, the judge seat, from the turns
     of the game's answering seat."""
 
     kind = DatasetKind.SFT
+    options_type = SFTOptions
 
     def __init__(self, context: BuildContext, options: SFTOptions) -> None:
         super().__init__(context, options)
