@@ -31,9 +31,8 @@ from training.datasets import DatasetError, LogFilter, SFTOptions, build_snapsho
 from training.deploy import LivePolicies, gate_and_deploy
 from training.evaluator import Evaluator, PhaseProgress
 from training.jobs import run_training_job
-from training.trainers.kinds import kind_names, trainer_kind
 from training.registry import active_version
-
+from training.trainers.kinds import kind_names, trainer_kind
 
 JudgeRows = Literal["own", "truth"]
 JUDGE_ROWS: tuple[JudgeRows, ...] = ("own", "truth")

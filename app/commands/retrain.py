@@ -140,10 +140,10 @@ def retrain(
       (self-play against its own history: the pool is re-read every round; gates and the
       report play debater_b's default policy, the base model)
     """
+    from app.seat_draws import RoundDraws, check_draws, drawn_specs, evaluation_specs
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
     from graphs.tasks.base import TaskSourceError
-    from app.seat_draws import RoundDraws, check_draws, drawn_specs, evaluation_specs
     from training.deploy import LivePolicies
     from training.evaluator import Evaluator
     from training.loop import RetrainConfig, retrain_round, sft_options
