@@ -119,7 +119,7 @@ def check_parent_adapter(folder: Path, *, model: str, role: str, cache_dir: Path
             f"Parent adapter folder {folder} does not exist: pass an adapter folder written by a trainer, {fresh_hint}."
         )
     label = f"Parent adapter folder {folder}"
-    fix = f"Copy the whole folder again or pass another LoRA adapter folder, {fresh_hint}."
+    fix = f"Copy the whole folder again, pass another LoRA adapter folder, {fresh_hint}."
     try:
         adapter_config = read_lora_config(folder, label=label, fix=fix)
         check_weights(folder, label=label, fix=fix)
