@@ -14,8 +14,10 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, case, distinct, exists, func, select
 
+from storage import keyset
 from storage.models import Episode, EpisodePayload, Judgment, Reward, Run, Turn, TurnPayload
 from storage.search import TextSearch
+from storage.search_page import ReadBy, first_matching
 
 _E = Episode.__table__
 _EP = EpisodePayload.__table__
@@ -28,13 +30,9 @@ _RUNS = Run.__table__
 _PAYLOAD = ("task", "seats", "outcome", "error")
 _TURN_COLUMNS = (*(c for c in _T.columns if c.name != "episode_id"), *(c for c in _TP.columns if c.name != "turn_id"))
 """A turn with its payload, as nested in an episode."""
-SORT_KEYS = ("started_at", "finished_at", "reward", "num_turns", "game", "status")
-PROBED_EPISODES = 2000
-"""A search for common words first probes this many episodes, the first in the page's order
-(storage.search): enough for a page when one episode in 40 matches, and a few milliseconds."""
 COUNTED_TURNS = 10
-"""A count of a search stopped at N reads at most N * COUNTED_TURNS matching turns: when those
-hold more than N episodes, more than N match."""
+"""A count of a search stopped at N first reads at most N * COUNTED_TURNS matching turns: when
+those hold more than N episodes, more than N match."""
 BASE_POLICY = "base"
 """What a policy filter calls the base model played with no adapter (its turns log the
 model's name, e.g. ``bundled``)."""
@@ -91,6 +89,8 @@ class Page:
     offset: int
     more_than: int | None = None
     """``count_limit`` when more episodes than that match (``total`` is then None)"""
+    read_by: ReadBy | None = None
+    """how a search's page was read (storage.search_page); None without a search or a limit"""
 
 
 @dataclass
@@ -138,36 +138,6 @@ def _episode_where(flt: EpisodeFilter, dialect: str) -> list[ColumnElement[bool]
     return c.episode
 
 
-def _order_by(sort: str) -> list[ColumnElement[Any]]:
-    key = sort.removeprefix("-")
-    if key not in SORT_KEYS:
-        valid = ", ".join(f"{k}, -{k}" for k in SORT_KEYS)
-        raise ValueError(f"unknown sort key {sort!r}; use one of: {valid}")
-    column, tie = _E.c[key], _E.c.id  # the id keeps paging stable when keys are equal
-    ordered, tie = (column.desc(), tie.desc()) if sort.startswith("-") else (column.asc(), tie.asc())
-    # NULLS LAST only where there can be nulls: elsewhere it would keep an index from giving the order
-    return [ordered.nulls_last() if column.nullable else ordered, tie]
-
-
-def _after(conn: Connection, sort: str, episode_id: str) -> ColumnElement[bool]:
-    """Keyset condition: the episodes that come after ``episode_id`` in the ``sort`` order.
-    Written as ``key <= v AND (key < v OR id < after)`` (descending) so that an index on the
-    key gives a range to seek into."""
-    column, ident = _E.c[sort.removeprefix("-")], _E.c.id
-    row = conn.execute(select(column).where(ident == episode_id)).first()
-    if row is None:
-        raise KeyError(f"no episode {episode_id!r} to page after; give the id of the last episode of the previous page")
-    value, descending = row[0], sort.startswith("-")
-    beyond_id = ident < episode_id if descending else ident > episode_id
-    if value is None:  # nulls sort last: only nulls follow a null, in id order
-        return column.is_(None) & beyond_id
-    if descending:
-        beyond = (column <= value) & ((column < value) | beyond_id)
-    else:
-        beyond = (column >= value) & ((column > value) | beyond_id)
-    return beyond | column.is_(None) if column.nullable else beyond
-
-
 def _episode_select(*payload_columns: str) -> Select[Any]:
     payload = (_EP.c[name] for name in payload_columns)
     return select(*_E.columns, *payload).select_from(_E.outerjoin(_EP, _EP.c.episode_id == _E.c.id))
@@ -204,53 +174,58 @@ def list_episodes(
     dialect = engine.dialect.name
     search = TextSearch(dialect, flt.text) if flt.text is not None else None
     where = _episode_where(replace(flt, text=None), dialect)  # the search is added below
-    order = _order_by(sort)
+    order = keyset.order_by(sort)
     with engine.connect() as conn:
-        total = more_than = None
-        if count:
-            total = _count(conn, where, search, count_limit)
-            if count_limit is not None and total > count_limit:
-                total, more_than = None, count_limit
+        page_where = where
         if after is not None:
-            where.append(_after(conn, sort, after))
-        page = _episode_select("seats").order_by(*order).limit(limit).offset(offset)
-        items = None
-        if search is not None and limit is not None and search.is_common(conn):
-            items = _probed_page(conn, page, where, search, order, limit)
-        if items is None:
+            page_where = [*where, keyset.after(sort, keyset.sort_value(conn, sort, after), after)]
+        read_by = None
+        if search is None or limit is None:
             text = [] if search is None else [search.condition()]
-            items = [row._asdict() for row in conn.execute(page.where(*where, *text))]
-    return Page(items=items, total=total, limit=limit, offset=offset, more_than=more_than)
+            page = _episode_select("seats").where(*page_where, *text).order_by(*order).limit(limit).offset(offset)
+            items = [row._asdict() for row in conn.execute(page)]
+        else:
+            searched = first_matching(conn, page_where, search, sort, offset + limit)
+            items, read_by = _in_order(conn, searched.ids[offset:], order), searched.read_by
+        total = more_than = None
+        if count and after is None and (limit is None or len(items) < limit) and (items or offset == 0):
+            total = offset + len(items)  # the page holds the last match
+        elif count:
+            total = _count(conn, where, search, sort, count_limit)
+    if count_limit is not None and total is not None and total > count_limit:
+        total, more_than = None, count_limit
+    return Page(items=items, total=total, limit=limit, offset=offset, more_than=more_than, read_by=read_by)
 
 
-def _probed_page(conn: Connection, page: Select[Any], where: list[ColumnElement[bool]], search: TextSearch,
-                 order: list[ColumnElement[Any]], limit: int) -> list[dict[str, Any]] | None:
-    """The page of a search for common words, read by probing the first PROBED_EPISODES
-    episodes in the page's order; None when fewer of them match than the page holds (then
-    the matches are read instead: a common word can still be missing from the newest)."""
-    first = select(_E.c.id).where(*where).order_by(*order).limit(PROBED_EPISODES).subquery()
-    probed = page.join(first, first.c.id == _E.c.id).where(search.condition(probe=True))
-    items = [row._asdict() for row in conn.execute(probed)]
-    return items if len(items) == limit else None
+def _in_order(conn: Connection, ids: list[str], order: list[ColumnElement[Any]]) -> list[dict[str, Any]]:
+    """The page's episodes ``ids`` (narrow columns and seats), in ``order``."""
+    if not ids:
+        return []
+    return [row._asdict() for row in conn.execute(_episode_select("seats").where(_E.c.id.in_(ids)).order_by(*order))]
 
 
-def _count(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch | None, limit: int | None) -> int:
+def _count(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch | None, sort: str,
+           limit: int | None) -> int:
     """How many episodes match; with ``limit``, no more than ``limit + 1``, read as: the first
     ``limit + 1`` episodes, or for a search, the episodes of its first ``limit * COUNTED_TURNS``
-    matching turns (all of them when fewer match; the exact count when those hold too few)."""
-    text = [] if search is None else [search.condition()]
+    matching turns (all of them when fewer match), and when those hold too few episodes, its
+    first ``limit + 1`` matching episodes (storage.search_page)."""
     if limit is None:
+        text = [] if search is None else [search.condition()]
         return conn.execute(select(func.count()).select_from(_E).where(*where, *text)).scalar_one()
     if search is not None:
         turns = search.turns().limit(limit * COUNTED_TURNS).subquery()
-        matching = and_(_E.c.id == turns.c.episode_id, *where)
-        read, episodes = conn.execute(
-            select(func.count(), func.count(distinct(case((_E.c.id.is_not(None), turns.c.episode_id)))))
-            .select_from(turns.outerjoin(_E, matching))
-        ).one()
+        if where:  # the episodes of those turns that the filter keeps
+            matching = and_(_E.c.id == turns.c.episode_id, *where)
+            episodes = func.count(distinct(case((_E.c.id.is_not(None), turns.c.episode_id))))
+            counted = select(func.count(), episodes).select_from(turns.outerjoin(_E, matching))
+        else:  # every turn's episode is kept: no need to look them up
+            counted = select(func.count(), func.count(distinct(turns.c.episode_id)))
+        read, episodes = conn.execute(counted).one()
         if episodes > limit or read < limit * COUNTED_TURNS:
             return episodes
-    first = select(_E.c.id).where(*where, *text).limit(limit + 1).subquery()
+        return len(first_matching(conn, where, search, sort, limit + 1).ids)
+    first = select(_E.c.id).where(*where).limit(limit + 1).subquery()
     return conn.execute(select(func.count()).select_from(first)).scalar_one()
 
 

@@ -8,13 +8,9 @@ accents ignored). The text is always taken as words, never as query syntax: quot
 The index is migration 0006's, one row per turn that names the turn's episode: on SQLite an
 FTS5 table ``turn_search`` (words only) whose rowids are those of ``turn_search_turns`` (turn,
 episode); on PostgreSQL a table ``turn_search`` (turn, episode, ``tsvector``) with a GIN index.
-Both have an index on the episode, so there are two ways to read a page of matching episodes:
-
-* ``matches``: read every matching turn's episode, then those episodes, then sort them. Its
-  cost grows with the matches: right for words in few turns.
-* ``probe``: read the episodes in the page's order and check each one's turns, until the page
-  is full. Its cost grows with the episodes read before the page is full: right for words in
-  many turns, as long as they are not all far down the order (``list_episodes`` bounds it).
+Both have an index on the episode, so matching episodes can be read from the matching turns
+(``condition``) or by checking episodes one by one (``has_match``); which one a page uses:
+storage.search_page.
 """
 
 from __future__ import annotations
@@ -31,9 +27,9 @@ _E = Episode.__table__
 _WORD = re.compile(r"\w", re.UNICODE)
 MAX_SEARCH_CHARS = 500
 COMMON_TURNS = 5000
-"""Words in more turns than this are common (``TextSearch.is_common``): a page is then read
-by probing episodes in order. At 1M turns, reading 5,000 matches costs about what probing
-the episodes a page needs does when one episode in 20 matches."""
+"""Words in more turns than this are common (``TextSearch.matching_turns``): a page is then
+read by probing episodes in order (storage.search_page). At 1M turns, reading 5,000 matches costs
+about what probing the episodes a page needs does when one episode in 20 matches."""
 _MARKUP = str.maketrans("<>&", "   ")
 _SQLITE_TURNS = table("turn_search_turns", column("id"), column("episode_id"))
 _SQLITE_WORDS = table("turn_search", column("rowid"))
@@ -72,35 +68,52 @@ class TextSearch:
 
     def turns(self) -> Select[Any]:
         """The episode id of every matching turn (an episode once per matching turn)."""
-        if self.dialect == "sqlite":
-            return select(_SQLITE_TURNS.c.episode_id).where(_SQLITE_TURNS.c.id.in_(self._sqlite_rowids()))
+        if self.dialect == "sqlite":  # a join, not IN (rowids): a LIMIT then reads no further
+            turns = _SQLITE_WORDS.join(_SQLITE_TURNS, _SQLITE_TURNS.c.id == _SQLITE_WORDS.c.rowid)
+            return select(_SQLITE_TURNS.c.episode_id).select_from(turns).where(self._sqlite_match())
         return select(_POSTGRES_TURNS.c.episode_id).where(self._postgres_match())
 
-    def condition(self, probe: bool = False) -> ColumnElement[bool]:
-        """The condition on ``episodes``: read as ``matches`` or, with ``probe``, by probing
-        each episode (see the module's docstring)."""
-        if not probe:
-            # OFFSET 0 keeps PostgreSQL from flattening the subquery into a join that it may
-            # plan the other way round; SQLite plans it the same either way
-            return _E.c.id.in_(self.turns().offset(0))
+    def condition(self) -> ColumnElement[bool]:
+        """The condition on ``episodes``: the episode is among those of the matching turns."""
+        # OFFSET 0 keeps PostgreSQL from flattening the subquery into a join that it may plan
+        # the other way round; SQLite plans it the same either way
+        return _E.c.id.in_(self.turns().offset(0))
+
+    def has_match(self, episode_id: ColumnElement[str]) -> ColumnElement[bool]:
+        """Whether a turn of the episode ``episode_id`` (a column of the enclosing query)
+        matches: looked up through the index's episode column, one episode at a time."""
         if self.dialect == "sqlite":
             # "+ 0": checked against the set of matches, read once; on the bare rowid SQLite
             # would walk that whole set for every episode
             turn = _SQLITE_TURNS.c
-            return exists().where(turn.episode_id == _E.c.id, (turn.id + 0).in_(self._sqlite_rowids()))
+            return exists().where(turn.episode_id == episode_id, (turn.id + 0).in_(self._sqlite_rowids()))
         # OFFSET 0 keeps PostgreSQL from turning the EXISTS into a join planned from the matches
         probe_turns = select(literal_column("1")).select_from(_POSTGRES_TURNS).where(
-            _POSTGRES_TURNS.c.episode_id == _E.c.id, self._postgres_match()).offset(0)
+            _POSTGRES_TURNS.c.episode_id == episode_id, self._postgres_match()).offset(0)
         return probe_turns.exists()
 
-    def is_common(self, conn: Connection) -> bool:
-        """Whether more than COMMON_TURNS turns match: reads that many matches, no further."""
+    def matching_turns(self, conn: Connection) -> int:
+        """How many turns match: exactly up to COMMON_TURNS, and past it, without reading the
+        matches: exactly on SQLite (FTS5 walks its lists of rowids, some 40 ns a match), on
+        PostgreSQL the planner's estimate from the statistics of ``turn_search.document`` (the
+        most common words and their frequencies, which ANALYZE keeps), at least COMMON_TURNS + 1."""
+        if self.dialect == "sqlite":
+            return conn.execute(select(func.count()).select_from(self._sqlite_rowids().subquery())).scalar_one()
         first = self.turns().limit(COMMON_TURNS + 1).subquery()
-        return conn.execute(select(func.count()).select_from(first)).scalar_one() > COMMON_TURNS
+        counted = conn.execute(select(func.count()).select_from(first)).scalar_one()
+        if counted <= COMMON_TURNS:
+            return counted
+        matching = select(literal_column("1")).select_from(_POSTGRES_TURNS).where(self._postgres_match())
+        compiled = matching.compile(dialect=conn.dialect)
+        plan = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {compiled}", compiled.params).scalar_one()
+        return max(int(plan[0]["Plan"]["Plan Rows"]), COMMON_TURNS + 1)
 
     def _sqlite_rowids(self) -> Select[Any]:
+        return select(_SQLITE_WORDS.c.rowid).where(self._sqlite_match())
+
+    def _sqlite_match(self) -> ColumnElement[bool]:
         query = bindparam(None, fts5_query(self.text), unique=True)
-        return select(_SQLITE_WORDS.c.rowid).where(literal_column("turn_search").op("MATCH")(query))
+        return literal_column("turn_search").op("MATCH")(query)
 
     def _postgres_match(self) -> ColumnElement[bool]:
         words = bindparam(None, self.text.translate(_MARKUP), unique=True)  # as the index does (migration 0003)

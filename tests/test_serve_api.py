@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 import storage.queries
 import storage.search
+import storage.search_page
 from app.cli import app as cli
 from app.server import api
 from app.server.app import create_app
@@ -121,35 +122,39 @@ def test_counts_stop_at_the_limit_and_say_so(client: TestClient, logged: dict, m
 
 def test_a_search_reads_the_same_page_every_way(logged: dict, monkeypatch: pytest.MonkeyPatch):
     """Words in few turns: their episodes are looked up and sorted. In many: the first episodes
-    in the page's order are probed, and when too few of them match, the matches are read
-    instead. Counts stopped at a limit read the first matching turns, or count exactly when
-    those hold too few episodes. Every way gives the same pages, counts and keyset paging."""
+    in the page's order are probed, then as many more as the matches are worth, and when too
+    few of them match, the matches are read instead. Counts stopped at a limit read the first matching turns, or when those hold too
+    few episodes, the first matching episodes the same way as a page. Every way gives the same
+    pages, counts and keyset paging."""
     engine = open_store(logged["url"])
     cases = [("answer", {}, "-started_at"), ("answer", {"seat": "critic"}, "reward"),
              ("the answer", {"min_reward": 0.4}, "started_at"), ("turn 1", {}, "-reward"),
              ("pwned", {}, "-started_at"), ("nowhere", {}, "-started_at")]
+    farther, no_farther = {"sqlite": 100.0, "postgresql": 100.0}, {"sqlite": 0.0, "postgresql": 0.0}
     ways = [{"COMMON_TURNS": 10_000}, {"COMMON_TURNS": 0},
-            {"COMMON_TURNS": 0, "PROBED_EPISODES": 1, "COUNTED_TURNS": 1}]
-    probed = []
-    probe = storage.queries._probed_page
-    monkeypatch.setattr(storage.queries, "_probed_page", lambda *args: probed.append(probe(*args)) or probed[-1])
+            {"COMMON_TURNS": 0, "PROBED_EPISODES": 1, "PROBES_PER_TURN": farther},  # on past the first
+            {"COMMON_TURNS": 0, "PROBED_EPISODES": 1, "PROBES_PER_TURN": no_farther, "COUNTED_TURNS": 1}]
+    modules = {"COMMON_TURNS": storage.search, "PROBED_EPISODES": storage.search_page,
+               "PROBES_PER_TURN": storage.search_page, "COUNTED_TURNS": storage.queries}
+    read_by = set()
     pages: dict[tuple[str, str], list[object]] = {}
     try:
         for way in ways:
             for name, value in way.items():
-                monkeypatch.setattr(storage.search if name == "COMMON_TURNS" else storage.queries, name, value)
+                monkeypatch.setattr(modules[name], name, value)
             for text, fields, sort in cases:
                 flt = EpisodeFilter(text=text, **fields)
                 first = list_episodes(engine, flt, sort=sort, limit=2)
                 capped = list_episodes(engine, flt, sort=sort, limit=2, count_limit=1)
                 after = first.items[-1]["id"] if first.items else None
                 rest = list_episodes(engine, flt, sort=sort, limit=None, after=after, count=False)
+                read_by.add(first.read_by)
                 pages.setdefault((text, sort), []).append(
                     ([e["id"] for e in first.items], first.total, capped.total, capped.more_than,
                      [e["id"] for e in rest.items]))
     finally:
         engine.dispose()
-    assert any(page is not None for page in probed) and None in probed  # probes that filled a page, and not
+    assert read_by == {"matches", "probe", "probe, then matches"}
     for (text, sort), found in pages.items():
         assert found[1:] == found[:-1], (text, sort)
     assert pages[("answer", "-started_at")][0][1:4] == (5, None, 1)

@@ -16,7 +16,8 @@ from typing import Annotated
 from fastapi import Query
 from sqlalchemy import Engine
 
-from storage.queries import SORT_KEYS, EpisodeFilter, resolve_run_id
+from storage.keyset import SORT_KEYS
+from storage.queries import EpisodeFilter, resolve_run_id
 from storage.records import EpisodeStatus
 from storage.search import SearchError, check_search
 

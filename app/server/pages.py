@@ -20,7 +20,7 @@ from app.commands.settings_cmd import mask_url
 from app.server import reads
 from app.server.api import EngineDep, QueryDep, episode_or_404, page_of
 from app.server.filters import seats_by_game
-from storage.queries import SORT_KEYS
+from storage.keyset import SORT_KEYS
 from storage.records import EpisodeStatus
 
 HERE = Path(__file__).parent

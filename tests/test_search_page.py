@@ -1,0 +1,126 @@
+"""How a search's page is read (storage.search_page), on SQLite and PostgreSQL: a common word
+missing from the first episodes in the page's order is found by probing farther down rather
+than by reading every match, with the same pages as the plain ways; the keyset conditions the
+probe is bounded by; the estimate of the matches it is bounded with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import Engine, select, text
+
+import storage.search
+import storage.search_page
+from factories import T0, episode_start, record_episode, turn_record
+from storage import keyset
+from storage.engine import open_store
+from storage.models import Episode
+from storage.queries import EpisodeFilter, list_episodes
+from storage.recorder import Recorder
+from storage.records import EpisodeStatus
+from storage.search import TextSearch
+
+OLD, NEW = 30, 10
+"""episodes whose two turns say "legacy", then newer ones (half of them debates) that do not"""
+
+
+@pytest.fixture
+def legacy(store_url: str) -> Iterator[tuple[Engine, list[str]]]:
+    """A store of OLD episodes with the word in both turns, then NEW without it; the ids of the
+    OLD ones, newest first."""
+    engine = open_store(store_url)
+    old = []
+    with Recorder(engine, batch_size=64, flush_interval_s=0.01) as recorder:
+        for minute in range(OLD + NEW):
+            start = episode_start(started_at=T0 + timedelta(minutes=minute),
+                                  game="debate" if minute >= OLD and minute % 2 else "math-reflection")
+            recorder.episode_started(start)
+            word = "legacy" if minute < OLD else "current"
+            for index in range(2):
+                recorder.turn(turn_record(start.id, index, response=f"The {word} answer is {minute}."))
+            if minute < OLD:
+                old.insert(0, start.id)
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:  # the statistics matching_turns reads (autovacuum's job on a real store)
+            conn.execute(text("ANALYZE turn_search"))
+    yield engine, old
+    engine.dispose()
+
+
+def _scaled(monkeypatch: pytest.MonkeyPatch, probes_per_turn: float) -> None:
+    """A store of 40 episodes at the scale of 1M turns: "legacy" is common (in more than
+    COMMON_TURNS turns) and missing from the PROBED_EPISODES newest episodes."""
+    monkeypatch.setattr(storage.search, "COMMON_TURNS", 4)
+    monkeypatch.setattr(storage.search_page, "PROBED_EPISODES", 3)
+    monkeypatch.setattr(storage.search_page, "PROBES_PER_TURN", {"sqlite": probes_per_turn,
+                                                                 "postgresql": probes_per_turn})
+
+
+def test_a_common_word_missing_from_the_newest_episodes_is_probed_for_farther_down(
+        legacy: tuple[Engine, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, old = legacy
+    flt = EpisodeFilter(text="legacy")
+    straight = [list_episodes(engine, flt, limit=4, offset=offset, count=False) for offset in (0, 4)]
+    assert {page.read_by for page in straight} == {"matches"}  # 60 matching turns: not common
+    assert [[e["id"] for e in page.items] for page in straight] == [old[:4], old[4:8]]
+
+    _scaled(monkeypatch, probes_per_turn=1.0)  # probe on as far as 60 turns' worth: every episode
+    probed = [list_episodes(engine, flt, limit=4, offset=offset, count=False) for offset in (0, 4)]
+    assert [(page.items, page.read_by) for page in probed] == [(page.items, "probe") for page in straight]
+    after = list_episodes(engine, flt, limit=4, after=old[3], count=False)
+    assert (after.items, after.read_by) == (straight[1].items, "probe")
+
+    _scaled(monkeypatch, probes_per_turn=0.0)  # no farther than PROBED_EPISODES: then the matches
+    fallen = list_episodes(engine, flt, limit=4, count=False)
+    assert (fallen.items, fallen.read_by) == (straight[0].items, "probe, then matches")
+
+
+def test_a_probe_through_every_episode_of_the_filter_gives_the_whole_short_page(
+        legacy: tuple[Engine, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, old = legacy
+    _scaled(monkeypatch, probes_per_turn=1.0)
+    debates = list_episodes(engine, EpisodeFilter(text="legacy", game="debate"), limit=4)
+    assert (debates.items, debates.total, debates.read_by) == ([], 0, "probe")
+    oldest = list_episodes(engine, EpisodeFilter(text="legacy", until=T0 + timedelta(minutes=2)), limit=4)
+    assert ([e["id"] for e in oldest.items], oldest.read_by) == (old[-2:], "probe")
+
+
+def test_matching_turns_counts_the_few_and_estimates_the_many_on_postgres(
+        legacy: tuple[Engine, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, _ = legacy
+    monkeypatch.setattr(storage.search, "COMMON_TURNS", 2 * NEW)  # "current": counted on both
+    with engine.connect() as conn:
+        turns = {word: TextSearch(engine.dialect.name, word).matching_turns(conn)
+                 for word in ("legacy", "current", "answer", "nowhere")}
+    if engine.dialect.name == "sqlite":
+        assert turns == {"legacy": 2 * OLD, "current": 2 * NEW, "answer": 2 * (OLD + NEW), "nowhere": 0}
+    else:  # past COMMON_TURNS, the planner's estimates: the right order of magnitude
+        assert (turns["current"], turns["nowhere"]) == (2 * NEW, 0)
+        assert 2 * OLD / 2 <= turns["legacy"] <= 2 * OLD * 2, turns
+        assert 2 * (OLD + NEW) / 2 <= turns["answer"] <= 2 * (OLD + NEW) * 2, turns
+
+
+@pytest.mark.parametrize("sort", [f"{d}{k}" for k in keyset.SORT_KEYS for d in ("", "-")])
+def test_up_to_and_after_split_the_order_at_every_episode(store: Engine, sort: str) -> None:
+    """Ties and nulls included: the episodes up to one are the order's head through it, the
+    episodes after it the rest."""
+    with Recorder(store, batch_size=64, flush_interval_s=0.01) as recorder:
+        for minute, (turns, status, reward, finished) in enumerate(
+                [(2, EpisodeStatus.SUCCEEDED, 1.0, True), (1, EpisodeStatus.FAILED, None, True),
+                 (2, EpisodeStatus.SUCCEEDED, 1.0, True), (3, EpisodeStatus.SUCCEEDED, 0.5, True),
+                 (1, EpisodeStatus.SUCCEEDED, None, False), (2, EpisodeStatus.SUCCEEDED, None, False)]):
+            record_episode(recorder, turns=turns, status=status, reward=reward, finished=finished,
+                           minute=minute % 4)  # equal start times: ties broken by id
+    e = Episode.__table__
+    with store.connect() as conn:
+        order = list(conn.scalars(select(e.c.id).order_by(*keyset.order_by(sort))))
+        for at, episode_id in enumerate(order):
+            value = keyset.sort_value(conn, sort, episode_id)
+            head = conn.scalars(select(e.c.id).where(keyset.up_to(sort, value, episode_id))
+                                .order_by(*keyset.order_by(sort)))
+            rest = conn.scalars(select(e.c.id).where(keyset.after(sort, value, episode_id))
+                                .order_by(*keyset.order_by(sort)))
+            assert (list(head), list(rest)) == (order[:at + 1], order[at + 1:]), (sort, at)
