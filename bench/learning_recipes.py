@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.settings import load_settings  # noqa: E402
 from app.wiring import PolicyFactory  # noqa: E402
-from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
+from evaluation.evaluator import Evaluator  # noqa: E402
 from graphs.games import get_game  # noqa: E402
+from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
 from graphs.policies.base import SamplingParams  # noqa: E402
 from graphs.policies.policy import Policy  # noqa: E402
 from graphs.runner import play  # noqa: E402
@@ -42,10 +43,9 @@ from storage.engine import open_store  # noqa: E402
 from storage.recorder import Recorder  # noqa: E402
 from storage.records import RunRecord  # noqa: E402
 from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot  # noqa: E402
-from training.evaluator import Evaluator  # noqa: E402
 from training.jobs import run_training_job  # noqa: E402
-from training.trainers.kinds import trainer_kind  # noqa: E402
 from training.registry import AdapterRecord  # noqa: E402
+from training.trainers.kinds import trainer_kind  # noqa: E402
 
 RECIPES = ("sft", "dpo", "dpo-nll", "ppo", "grpo", "sft-dpo")
 GAME = get_game("math-reflection")

@@ -1,6 +1,6 @@
 """What a store has learned, read from its runs: evaluation series and retrain rounds.
 
-Every finished evaluation run keeps its figures in its summary (``training.evaluator``:
+Every finished evaluation run keeps its figures in its summary (``evaluation.evaluator``:
 metrics as Estimates, each seat's policy, a label, the number of tasks). Evaluations of the
 same game on the same tasks with the same seed and options form a *series*: their figures
 are comparable, and each point of it is one policy set (``base``, ``actor@v1 critic@v1``...),

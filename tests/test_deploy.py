@@ -12,8 +12,9 @@ import re
 import pytest
 from sqlalchemy import select
 
-from graphs.math_reflection.options import ReflectionOptions
+from evaluation.evaluator import Evaluator
 from graphs.games import get_game
+from graphs.math_reflection.options import ReflectionOptions
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
 from graphs.runner import play
@@ -23,7 +24,6 @@ from storage.models import Evaluation, Run
 from storage.queries import EpisodeFilter, iter_turns
 from storage.recorder import Recorder
 from training.deploy import LivePolicies, gate_and_deploy
-from training.evaluator import Evaluator
 from training.registry import active_version, get_version, promote, publish
 
 GAME = get_game("math-reflection")

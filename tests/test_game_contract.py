@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from app.workers import preload
+from evaluation.evaluator import Evaluator
 from graphs.games import EXTRA_GAMES_ENV, UnknownGameError, get_game
 from graphs.options import GameOptionError
 from graphs.policies.policy import Policy
@@ -30,7 +31,6 @@ from storage.recorder import Recorder
 from training.datasets import build_snapshot, load_snapshot, turn_credits
 from training.datasets.reading import ReadPlan, read_episodes
 from training.deploy import LivePolicies, gate_and_deploy
-from training.evaluator import Evaluator
 from training.registry import get_version, publish
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,11 +13,12 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
+from evaluation.evaluator import Evaluator
 from evaluation.plots import metric_panels
 from evaluation.report import figure_path, policies_name, read_report
 from evaluation.stats import Estimate, wilson
-from graphs.math_reflection.options import ReflectionOptions
 from graphs.games import get_game
+from graphs.math_reflection.options import ReflectionOptions
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import scripted_bot
@@ -25,7 +26,6 @@ from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.recorder import Recorder
 from storage.records import RunRecord
-from training.evaluator import Evaluator
 
 runner = CliRunner()
 POLICY_SETS = [("echo", "always-correct"), ("calculator", "always-incorrect")]

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from unconstrained import UnconstrainedBackend
 
 from app.cli import app
+from evaluation.evaluator import Evaluator
 from evaluation.stats import wilson
 from graphs.games import get_game
 from graphs.policies.base import SamplingParams
@@ -38,7 +39,6 @@ from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn
 from training.datasets import build_snapshot, load_snapshot, turn_credits
 from training.datasets.reading import ReadPlan, read_episodes
 from training.deploy import LivePolicies, gate_and_deploy
-from training.evaluator import Evaluator
 from training.registry import get_version, publish
 
 RETRIEVAL = get_game("retrieval")

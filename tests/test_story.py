@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from unconstrained import UnconstrainedBackend
 
 from app.cli import app
+from evaluation.evaluator import Evaluator
 from evaluation.stats import wilson
 from graphs.games import get_game
 from graphs.policies.base import GenerationRequest, SamplingParams
@@ -34,7 +35,6 @@ from storage.recorder import Recorder
 from storage.records import RunRecord
 from training.datasets import build_snapshot, load_snapshot
 from training.deploy import LivePolicies, gate_and_deploy
-from training.evaluator import Evaluator
 from training.registry import get_version, publish
 
 runner = CliRunner()

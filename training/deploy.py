@@ -18,13 +18,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from evaluation.evaluator import EvaluationResult, Evaluator
+from evaluation.stats import Estimate, PairedComparison, paired
 from graphs.game import GameContractError, GateMetric
 from graphs.policies.base import Backend
 from graphs.policies.policy import Policy
-from evaluation.stats import Estimate, PairedComparison, paired
 from storage.models import Evaluation
 from training.adapter_files import verify_folder
-from training.evaluator import EvaluationResult, Evaluator
 from training.registry import AdapterRecord, active_version, promote, reject
 
 TOLERANCE = 1e-9

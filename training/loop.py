@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Engine, select
 
+from evaluation.evaluator import Evaluator, PhaseProgress
 from graphs.context import GameOptions
 from graphs.games import GameSpec
 from graphs.policies.base import Backend
@@ -29,7 +30,6 @@ from storage.recorder import Recorder
 from storage.records import RunRecord
 from training.datasets import DatasetError, LogFilter, SFTOptions, build_snapshot, load_snapshot
 from training.deploy import LivePolicies, gate_and_deploy
-from training.evaluator import Evaluator, PhaseProgress
 from training.jobs import run_training_job
 from training.registry import active_version
 from training.trainers.kinds import kind_names, trainer_kind

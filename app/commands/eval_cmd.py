@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from app.settings import Settings
+    from evaluation.evaluator import EvaluationResult
     from evaluation.stats import Estimate, PairedComparison
-    from training.evaluator import EvaluationResult
 
 
 @with_game_options(turns=2)
@@ -135,8 +135,8 @@ def _play(engine: Engine, settings: Settings, game, task_list, options, sets: li
     from app.commands.retrain import PhaseBars
     from app.interrupts import exit_when_stopped, run_interruptible
     from app.wiring import PolicyFactory
+    from evaluation.evaluator import Evaluator
     from graphs.policies.base import SamplingParams
-    from training.evaluator import Evaluator
 
     factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -141,11 +141,11 @@ def retrain(
       report play debater_b's default policy, the base model)
     """
     from app.seat_draws import RoundDraws, check_draws, drawn_specs, evaluation_specs
+    from evaluation.evaluator import Evaluator
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
     from graphs.tasks.base import TaskSourceError
     from training.deploy import LivePolicies
-    from training.evaluator import Evaluator
     from training.loop import RetrainConfig, retrain_round, sft_options
 
     settings = settings_or_exit(database_url=db)

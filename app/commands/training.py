@@ -511,12 +511,12 @@ def deploy(
     * `sparring deploy actor`
     * `sparring deploy critic --candidate critic@v4 --eval-tasks 200 --margin 0.01`
     """
+    from evaluation.evaluator import Evaluator
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import BackendError, SamplingParams
     from graphs.tasks.base import TaskSourceError
     from training.adapter_files import AdapterFolderError
     from training.deploy import GateError, LivePolicies, gate_and_deploy
-    from training.evaluator import Evaluator
     from training.registry import RegistryError, get_version, newest_candidate
 
     settings = settings_or_exit(database_url=db)
