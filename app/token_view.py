@@ -22,7 +22,7 @@ def model_decoder(model: str, cache_dir: Path) -> Decode:
     """Decodes one token id of ``model`` (the ``model`` setting) to its text."""
     from transformers import AutoTokenizer
 
-    from graphs.policies.models import BUNDLED, bundled_gguf_path, resolve_model
+    from graphs.policies.base_models import BUNDLED, bundled_gguf_path, resolve_model
 
     if model == BUNDLED:
         gguf = bundled_gguf_path()

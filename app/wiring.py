@@ -139,7 +139,7 @@ def other_base_model(spec: str) -> str | None:
 def _check_base_model(model: str, where: str) -> None:
     """A base model given as a local path must be a folder written by save_pretrained (a hub
     id or "bundled" can only be checked by loading it, before anything is played)."""
-    from graphs.policies.models import BUNDLED, ModelLoadError, resolve_model
+    from graphs.policies.base_models import BUNDLED, ModelLoadError, resolve_model
 
     if model == BUNDLED:
         return
@@ -239,7 +239,7 @@ class PolicyFactory:
             return self._verifier(f"seat {seat} ({spec})", name)
         base = other_base_model(spec)
         if base is not None:
-            from graphs.policies.models import ModelLoadError
+            from graphs.policies.base_models import ModelLoadError
 
             try:
                 return Policy(self.base_backend(base), self.sampling)

@@ -32,8 +32,8 @@ import torch
 
 from app.settings import load_settings
 from graphs.policies.base import GenerationRequest, Message, SamplingParams
+from graphs.policies.base_models import load_model, resolve_device
 from graphs.policies.inprocess import InProcessBackend
-from graphs.policies.models import load_model, resolve_device
 
 CPU_SIZES = [1, 16, 64]
 CUDA_SIZES = [1, 64, 256]

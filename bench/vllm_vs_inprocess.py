@@ -35,8 +35,8 @@ from backend_throughput import prompts
 from app.commands.vllm_cmd import vllm_command
 from app.settings import load_settings
 from graphs.policies.base import Backend, GenerationRequest, Message, SamplingParams
+from graphs.policies.base_models import resolve_model
 from graphs.policies.inprocess import InProcessBackend
-from graphs.policies.models import resolve_model
 from graphs.policies.openai_backend import OpenAIBackend
 
 

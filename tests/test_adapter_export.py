@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from app.cli import app
 from graphs.policies.adapter_folder import WEIGHTS_FILE
 from graphs.policies.base import GenerationRequest, SamplingParams
+from graphs.policies.base_models import _COMPLETE_MARKER, BUNDLED, bundled_gguf_path, gguf_cache_key, load_model
 from graphs.policies.inprocess import InProcessBackend
-from graphs.policies.models import _COMPLETE_MARKER, BUNDLED, bundled_gguf_path, gguf_cache_key, load_model
 from storage.engine import open_store
 from training.export_adapter import ExportError, export_adapter
 from training.registry import get_version, publish

@@ -899,7 +899,7 @@ def test_a_bfloat16_model_serves_adapters_unmerged_so_a_small_update_is_not_roun
 
 
 def test_auto_precision_is_bfloat16_only_for_serving_on_a_cpu_that_has_it() -> None:
-    from graphs.policies.models import native_bf16_cpu, resolve_dtype
+    from graphs.policies.base_models import native_bf16_cpu, resolve_dtype
 
     cpu = torch.device("cpu")
     assert resolve_dtype("auto", cpu) == torch.float32  # training on a CPU

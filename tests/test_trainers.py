@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_tokenizer
 
 from graphs.policies.adapter_folder import CONFIG_FILE, METADATA_FILE, WEIGHTS_FILE
-from graphs.policies.models import load_model
+from graphs.policies.base_models import load_model
 from training.trainers import (
     AdapterError,
     AdapterMismatchError,

@@ -29,7 +29,7 @@ from app.cli import app
 from app.commands.vllm_cmd import vllm_command
 from app.settings import load_settings
 from graphs.policies.base import BackendError, GenerationRequest, SamplingParams, UnknownAdapterError
-from graphs.policies.models import resolve_model
+from graphs.policies.base_models import resolve_model
 from graphs.policies.openai_backend import OpenAIBackend, RetryPolicy
 from model_logs import as_model_turns
 from storage.engine import open_store

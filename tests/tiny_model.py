@@ -16,7 +16,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
 
-from graphs.policies.models import bundled_gguf_path
+from graphs.policies.base_models import bundled_gguf_path
 
 
 @functools.cache

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graphs.policies.adapter_folder import CONFIG_FILE, WEIGHTS_FILE
-from graphs.policies.models import ModelLoadError, resolve_model
+from graphs.policies.base_models import ModelLoadError, resolve_model
 from training.adapter_files import verify_folder
 from training.registry import AdapterRecord
 

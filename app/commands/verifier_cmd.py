@@ -43,7 +43,7 @@ def eval_verifier(
     from sqlalchemy import select
 
     from evaluation.verifier_report import NoAnswersError, verifier_report
-    from graphs.policies.models import ModelLoadError
+    from graphs.policies.base_models import ModelLoadError
     from graphs.policies.reward_model import RewardModel
     from storage.models import DatasetSnapshot
     from training.adapter_files import AdapterFolderError, verify_folder

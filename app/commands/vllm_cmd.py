@@ -102,7 +102,7 @@ def vllm(
     * `sparring vllm --start -- --max-model-len 2048 --dtype bfloat16`
     * `SPARRING_VLLM_URL=http://0.0.0.0:8001/v1 sparring vllm --roles actor,critic --python /opt/vllm/bin/python`
     """
-    from graphs.policies.models import ModelLoadError, resolve_model
+    from graphs.policies.base_models import ModelLoadError, resolve_model
     from training.trainers.lora import LoraSettings
 
     settings = settings_or_exit()

@@ -44,11 +44,11 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from graphs.policies.adapter_switch import BASE_ADAPTER
 from graphs.policies.base import BackendError, GenerationRequest, GenerationResult
+from graphs.policies.base_models import load_model
 from graphs.policies.inprocess_adapters import LoadedAdapters
 from graphs.policies.inprocess_batches import BackendStats, BatchRunner
 from graphs.policies.inprocess_queue import Control, Pending
 from graphs.policies.inprocess_scheduler import JOIN_ROWS_DIVISOR, JOIN_WAIT_STEPS, Scheduler
-from graphs.policies.models import load_model
 
 
 class InProcessBackend:
@@ -83,7 +83,7 @@ class InProcessBackend:
             raise ValueError(f"join_wait_steps must be >= 0, got {join_wait_steps}")
         if tokenizer.pad_token_id is None:
             raise ValueError(
-                "the tokenizer needs a pad token (load it with graphs.policies.models.load_model)"
+                "the tokenizer needs a pad token (load it with graphs.policies.base_models.load_model)"
             )
         self.model_name = model_name
         self.precision = str(model.dtype).removeprefix("torch.")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from graphs.policies.base import Message
-from graphs.policies.models import BUNDLED, ModelLoadError, resolve_device, resolve_dtype, resolve_model
+from graphs.policies.base_models import BUNDLED, ModelLoadError, resolve_device, resolve_dtype, resolve_model
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

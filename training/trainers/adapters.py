@@ -27,7 +27,7 @@ from graphs.policies.adapter_folder import (
     check_weights,
     read_lora_config,
 )
-from graphs.policies.models import ModelLoadError, resolve_model
+from graphs.policies.base_models import ModelLoadError, resolve_model
 from training.trainers.errors import AdapterError, AdapterMismatchError, OutputExistsError, TrainerError
 
 if TYPE_CHECKING:

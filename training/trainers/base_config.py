@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphs.policies.models import BUNDLED
+from graphs.policies.base_models import BUNDLED
 from training.trainers.lora import LoraSettings
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")

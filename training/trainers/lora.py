@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from graphs.policies.models import load_model, resolve_device
+from graphs.policies.base_models import load_model, resolve_device
 from training.trainers.errors import AdapterMismatchError
 
 if TYPE_CHECKING:

@@ -12,10 +12,9 @@ import pytest
 import torch
 from tiny_model import save_tiny_model
 
-from graphs.policies import models
+from graphs.policies import base_models
 from graphs.policies.base import GenerationRequest, SamplingParams
-from graphs.policies.inprocess import InProcessBackend
-from graphs.policies.models import (
+from graphs.policies.base_models import (
     BUNDLED,
     ModelLoadError,
     bundled_gguf_path,
@@ -23,6 +22,7 @@ from graphs.policies.models import (
     load_model,
     resolve_model,
 )
+from graphs.policies.inprocess import InProcessBackend
 
 
 @pytest.mark.slow
@@ -58,23 +58,23 @@ def fake_conversion(gguf: Path, out_dir: Path) -> None:
 
 def fake_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A small stand-in GGUF file, so cache handling is tested without the 16 s conversion."""
-    gguf = tmp_path / "pkg" / models.BUNDLED_GGUF
+    gguf = tmp_path / "pkg" / base_models.BUNDLED_GGUF
     gguf.parent.mkdir()
     gguf.write_bytes(b"GGUF" + bytes(range(256)) * 10)
-    monkeypatch.setattr(models, "bundled_gguf_path", lambda: gguf)
+    monkeypatch.setattr(base_models, "bundled_gguf_path", lambda: gguf)
     return gguf
 
 
 def test_a_complete_cache_entry_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gguf = fake_bundle(tmp_path, monkeypatch)
-    monkeypatch.setattr(models, "_convert_gguf", fake_conversion)
+    monkeypatch.setattr(base_models, "_convert_gguf", fake_conversion)
     folder = resolve_model(BUNDLED, tmp_path / "cache")
     assert folder == tmp_path / "cache" / "models" / gguf_cache_key(gguf)
 
     def must_not_run(gguf: Path, out_dir: Path) -> None:
         raise AssertionError("converted again")
 
-    monkeypatch.setattr(models, "_convert_gguf", must_not_run)
+    monkeypatch.setattr(base_models, "_convert_gguf", must_not_run)
     assert resolve_model(BUNDLED, tmp_path / "cache") == folder
 
 
@@ -85,7 +85,7 @@ def test_a_crashed_conversion_leaves_nothing_behind(tmp_path: Path, monkeypatch:
         (out_dir / "config.json").write_text("{")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(models, "_convert_gguf", crash)
+    monkeypatch.setattr(base_models, "_convert_gguf", crash)
     with pytest.raises(KeyboardInterrupt):
         resolve_model(BUNDLED, tmp_path / "cache")
     assert list((tmp_path / "cache" / "models").iterdir()) == []
@@ -98,7 +98,7 @@ def test_a_folder_without_the_completion_marker_is_converted_afresh(
     half = tmp_path / "cache" / "models" / gguf_cache_key(gguf)
     half.mkdir(parents=True)
     (half / "model.safetensors").write_bytes(b"half")
-    monkeypatch.setattr(models, "_convert_gguf", fake_conversion)
+    monkeypatch.setattr(base_models, "_convert_gguf", fake_conversion)
     assert resolve_model(BUNDLED, tmp_path / "cache") == half
     assert sorted(p.name for p in half.iterdir()) == [".sparring-complete", "config.json"]
 
@@ -115,7 +115,7 @@ def test_a_concurrent_conversion_that_finished_first_is_used(
         (target / ".sparring-complete").write_text("")
         fake_conversion(gguf, out_dir)
 
-    monkeypatch.setattr(models, "_convert_gguf", racing)
+    monkeypatch.setattr(base_models, "_convert_gguf", racing)
     assert resolve_model(BUNDLED, tmp_path / "cache") == target
     assert (target / "config.json").read_text() == '{"theirs": true}'
     assert [p.name for p in target.parent.iterdir()] == [target.name]
