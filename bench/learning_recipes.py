@@ -1,16 +1,20 @@
 """Which training recipe makes the actor learn most in the same time: a comparison in one run.
 
-1. The base model plays ``--train-tasks`` training problems ``--samples`` times each
-   (sampled, one actor turn; a scripted critic that approves, so only the actor is a model)
-   into a fresh store. Every recipe learns from these same logs.
+1. The base model plays ``--train-tasks`` training problems of ``--train-source`` ``--samples``
+   times each (sampled at ``--temperature``, one actor turn; a scripted critic that approves,
+   so only the actor is a model) into a fresh store. Every recipe learns from these same logs.
+   The defaults make data at the main job's rate: level-1 problems at temperature 0.3.
 2. Each recipe trains a fresh actor adapter (from the base) for at most ``--budget`` seconds:
    rejection-sampling SFT, DPO (best vs worst of a task's samples), DPO with an NLL term on the
    chosen side, offline PPO, online GRPO (its own rollouts inside the budget), and SFT then
    DPO (half the budget each).
-3. The base model and every adapter answer the same ``--eval-tasks`` held-out problems
-   greedily; the table reports pass@turn-1 and its change against the base in this run.
+3. The base model and every adapter answer the same problems greedily: by default the dev
+   set (``--eval-on dev``: the 4,001st-4,050th training problem of each level, which no
+   recipe trains on), since the winner is chosen from this table and choices are never made
+   on the held-out problems; ``--eval-on heldout`` checks a choice there. The table reports
+   pass@turn-1 with its 95% interval and each recipe's paired change against the base.
 
-    python bench/learning_recipes.py                       # about 45 minutes on 2 CPU cores
+    python bench/learning_recipes.py                       # about 40 minutes on 2 CPU cores
     python bench/learning_recipes.py --recipes sft,dpo --budget 60 --train-tasks 16 --eval-tasks 32
 """
 
@@ -24,6 +28,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +38,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.settings import load_settings  # noqa: E402
 from app.wiring import PolicyFactory  # noqa: E402
 from evaluation.evaluator import Evaluator  # noqa: E402
+from evaluation.stats import Estimate, paired, wilson  # noqa: E402
 from graphs.games import get_game  # noqa: E402
 from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
 from graphs.policies.base import SamplingParams  # noqa: E402
 from graphs.policies.policy import Policy  # noqa: E402
 from graphs.runner import play  # noqa: E402
 from graphs.tasks import load_tasks  # noqa: E402
+from graphs.tasks.arithmetic import LEVELS, problems  # noqa: E402
+from graphs.tasks.base import Task  # noqa: E402
 from storage.engine import open_store  # noqa: E402
 from storage.recorder import Recorder  # noqa: E402
 from storage.records import RunRecord  # noqa: E402
@@ -51,6 +59,8 @@ RECIPES = ("sft", "dpo", "dpo-nll", "ppo", "grpo", "sft-dpo")
 GAME = get_game("math-reflection")
 OPTIONS = ReflectionOptions(turns=1)
 CRITIC = "scripted:always-correct"
+DEV_START = 4000
+"""The dev set: DEV_START onwards of each level's training problems; training tasks stay below it."""
 
 
 @dataclass(frozen=True)
@@ -75,11 +85,15 @@ STAGES: dict[str, list[Stage]] = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recipes", default=",".join(RECIPES), help=f"comma-separated, from {', '.join(RECIPES)}")
-    parser.add_argument("--train-tasks", type=int, default=96)
-    parser.add_argument("--samples", type=int, default=8, help="samples per training task")
-    parser.add_argument("--eval-tasks", type=int, default=200)
+    parser.add_argument("--train-source", default="arithmetic:1", help="task source of the training problems")
+    parser.add_argument("--train-tasks", type=int, default=256)
+    parser.add_argument("--samples", type=int, default=2, help="samples per training task (DPO pairs need 2+)")
+    parser.add_argument("--temperature", type=float, default=0.3, help="sampling temperature of the training play")
+    parser.add_argument("--eval-on", choices=("dev", "heldout"), default="dev",
+                        help="dev: training-split problems no recipe trains on; heldout: the held-out split")
+    parser.add_argument("--eval-tasks", type=int, default=200, help="problems evaluated (dev: a multiple of 4)")
     parser.add_argument("--budget", type=float, default=240, help="training seconds per recipe")
-    parser.add_argument("--epochs", type=float, default=3, help="at most this many passes within the budget")
+    parser.add_argument("--epochs", type=float, default=2, help="at most this many passes within the budget")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--workdir", type=Path, default=None, help="store and adapters (default: a temp dir)")
@@ -89,6 +103,8 @@ def main() -> None:
     unknown = sorted(set(recipes) - set(RECIPES))
     if unknown:
         parser.error(f"unknown recipe(s) {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
+    if args.train_tasks > DEV_START:
+        parser.error(f"--train-tasks must be at most {DEV_START}: the dev set starts there")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparring-recipes-"))
     workdir.mkdir(parents=True, exist_ok=True)
     results = asyncio.run(compare(recipes, args, workdir))
@@ -100,24 +116,24 @@ def main() -> None:
 async def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
     settings = load_settings()
     engine = open_store(f"sqlite:///{workdir / 'recipes.db'}")
-    sampling = SamplingParams(temperature=0.8, max_new_tokens=args.max_new_tokens)
+    sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     factory = PolicyFactory(settings, sampling, None)
     try:
         backend = factory.model_backend()
         critic = await factory.policy("critic", CRITIC)
         actor = Policy(backend, sampling)
-        train = load_tasks("arithmetic", n=args.train_tasks, seed=settings.seed, split="train")
+        train = load_tasks(args.train_source, n=args.train_tasks, seed=settings.seed, split="train")
         say(f"playing {len(train)} training tasks x {args.samples} samples")
         started = time.perf_counter()
         await play_logged(engine, [t for t in train for _ in range(args.samples)],
                           {"actor": actor, "critic": critic}, args.concurrency, settings.seed)
         say(f"  {time.perf_counter() - started:.0f} s")
         snapshots = build_datasets(engine, recipes, settings, workdir)
-        heldout = load_tasks("arithmetic", n=args.eval_tasks, seed=settings.seed, split="heldout")
-        evaluate = Evaluator(engine, GAME, heldout, settings.seed, OPTIONS, args.concurrency, say=say)
+        evaluate = Evaluator(engine, GAME, eval_tasks(args, settings.seed), settings.seed, OPTIONS,
+                             args.concurrency, say=say)
         base = await evaluate({"actor": actor, "critic": critic}, label="base")
         results = [{"recipe": "base (no training)", "rows": None, "steps": None, "train_s": 0.0,
-                    "pass@turn-1": base.metrics["pass@turn-1"].value}]
+                    **figures(base.per_task["pass@turn-1"], None)}]
         for recipe in recipes:
             say(f"recipe {recipe}")
             try:
@@ -130,11 +146,32 @@ async def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -
             await backend.load_adapter(adapter.name, str(adapter.path))
             scored = await evaluate({"actor": Policy(backend, sampling, adapter=adapter.name), "critic": critic},
                                     label=recipe)
-            results.append({"recipe": recipe, "rows": rows, "steps": steps, "train_s": seconds,
-                            "pass@turn-1": scored.metrics["pass@turn-1"].value, "adapter": adapter.name})
+            results.append({"recipe": recipe, "rows": rows, "steps": steps, "train_s": seconds, "adapter": adapter.name,
+                            **figures(scored.per_task["pass@turn-1"], base.per_task["pass@turn-1"])})
         return results
     finally:
         await factory.aclose()
+
+
+def eval_tasks(args: argparse.Namespace, seed: int) -> list[Task]:
+    """The problems every policy answers: the dev set (an equal share of each level) or held-out ones."""
+    if args.eval_on == "heldout":
+        return load_tasks("arithmetic", n=args.eval_tasks, seed=seed, split="heldout")
+    per_level = args.eval_tasks // len(LEVELS)
+    return [task for level in LEVELS for task in islice(problems("train", level), DEV_START, DEV_START + per_level)]
+
+
+def figures(outcomes: dict[str, float], base: dict[str, float] | None) -> dict[str, Any]:
+    """pass@turn-1 with its Wilson interval, and the paired change against the base's outcomes."""
+    rate = wilson(sum(outcomes.values()), len(outcomes))
+    result: dict[str, Any] = {"pass@turn-1": rate.to_dict()}
+    if base is not None:
+        comparison = paired(outcomes, base)
+        result["vs base"] = comparison.to_dict()
+        d = comparison.difference
+        result["change"] = (f"{100 * d.value:+.1f} pts [{100 * d.low:+.1f}, {100 * d.high:+.1f}], "
+                            f"p={comparison.p_value:.2g}")
+    return result
 
 
 def build_datasets(engine, recipes: list[str], settings, workdir: Path) -> dict[str, Any]:
@@ -200,18 +237,19 @@ async def play_logged(engine, tasks, policies, concurrency: int, seed: int) -> N
 
 
 def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    base = results[0]["pass@turn-1"]
-    print(f"\nheld-out arithmetic, {args.eval_tasks} tasks, greedy, pass@turn-1; training budget {args.budget:.0f} s "
-          f"per recipe on {args.train_tasks} tasks x {args.samples} samples")
-    print(f"| {'recipe':<20} | {'rows':>5} | {'steps':>5} | {'train s':>7} | {'pass@turn-1':>11} | {'vs base':>8} |")
-    print(f"|{'-' * 22}|{'-' * 7}|{'-' * 7}|{'-' * 9}|{'-' * 13}|{'-' * 10}|")
+    where = "dev (training-split problems no recipe trains on)" if args.eval_on == "dev" else "held-out"
+    print(f"\n{where} arithmetic, greedy, pass@turn-1 [95%]; training budget {args.budget:.0f} s per recipe on "
+          f"{args.train_tasks} {args.train_source} tasks x {args.samples} samples at T={args.temperature}")
+    print("| recipe | rows | steps | train s | pass@turn-1 | vs base, paired | better/worse |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         if "error" in r:
-            print(f"| {r['recipe']:<20} | failed: {r['error']}")
+            print(f"| {r['recipe']} | failed: {r['error']} |")
             continue
-        delta = "" if r["rows"] is None else f"{100 * (r['pass@turn-1'] - base):+.1f} pts"
-        print(f"| {r['recipe']:<20} | {r['rows'] or '':>5} | {r['steps'] or '':>5} | {r['train_s']:>7.0f} | "
-              f"{100 * r['pass@turn-1']:>10.1f}% | {delta:>8} |")
+        vs = r.get("vs base")
+        flips = "" if vs is None else f"{vs['better']}/{vs['worse']}"
+        print(f"| {r['recipe']} | {r['rows'] or ''} | {r['steps'] or ''} | {r['train_s']:.0f} | "
+              f"{Estimate.from_dict(r['pass@turn-1']).format()} | {r.get('change', '')} | {flips} |")
 
 
 def say(message: str) -> None:
