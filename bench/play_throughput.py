@@ -8,8 +8,9 @@ In one run, on the configured model (bundled SmolLM2-135M by default, CPU):
   concurrency C = B, logged to a fresh SQLite file; generated tokens / wall time;
 * logging: the same concurrency-16 play with the real recorder vs a recorder that drops
   everything (`NullRecorder`), alternated and repeated; the median wall times are compared;
-* compute limit: tokens/s if every forward pass ran at the machine's float32 matmul peak
-  (measured on a large square matmul with torch's threads), at 2 x parameters FLOPs per
+* compute limit: tokens/s if every forward pass ran at the machine's matmul peak in the
+  model's dtype (bfloat16 where the CPU multiplies it natively; measured on a large square
+  matmul with torch's threads), at 2 x parameters FLOPs per
   token (prompt tokens not counted: the figure is a ceiling, not what is reachable), and
   each measured rate as a fraction of it.
 
@@ -39,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.settings import load_settings  # noqa: E402
 from bench.backend_throughput import raw_generate  # noqa: E402
-from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
 from graphs.games import get_game  # noqa: E402
+from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
 from graphs.math_reflection.prompts import actor_messages  # noqa: E402
 from graphs.policies.base import SamplingParams  # noqa: E402
 from graphs.policies.inprocess import InProcessBackend  # noqa: E402
@@ -54,9 +55,9 @@ SEQUENTIAL_PROMPTS = 4
 MATMUL_SIZE = 2048
 
 
-def matmul_peak_flops(size: int = MATMUL_SIZE, seconds: float = 2.0) -> float:
-    """Float32 FLOP/s of a square matmul on the CPU with torch's threads (best of several runs)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_peak_flops(dtype: torch.dtype, size: int = MATMUL_SIZE, seconds: float = 2.0) -> float:
+    """FLOP/s of a square matmul in ``dtype`` on the CPU with torch's threads (best of several runs)."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     a @ b  # warm-up
     best, deadline = float("inf"), time.perf_counter() + seconds
     while time.perf_counter() < deadline:
@@ -125,12 +126,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         engine = open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
         params = sum(p.numel() for p in backend.model.parameters())
-        peak = matmul_peak_flops()
+        dtype = next(backend.model.parameters()).dtype
+        peak = matmul_peak_flops(dtype)
         limit = peak / (2 * params)
         print(f"model {settings.model} · greedy · max_new_tokens {args.max_new_tokens} · torch threads "
               f"{torch.get_num_threads()} · join rows {backend.join_rows}, wait {backend.join_wait_steps} steps")
         print(f"compute limit: {params / 1e6:.1f} M params x 2 = {2 * params / 1e9:.2f} GFLOP/token; "
-              f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s ({MATMUL_SIZE}^2) -> {limit:.0f} tok/s")
+              f"{str(dtype).removeprefix('torch.')} matmul peak {peak / 1e9:.1f} GFLOP/s ({MATMUL_SIZE}^2) "
+              f"-> {limit:.0f} tok/s")
         print(f"{'concurrency':>11} {'raw tok/s':>10} {'play tok/s':>11} {'play/raw':>9} {'raw/limit':>10} "
               f"{'play/limit':>11} {'rows/step':>10}")
         for size in args.sizes:
