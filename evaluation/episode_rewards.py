@@ -1,0 +1,74 @@
+"""Each succeeded episode of a run with its reward events, read from the store: where the
+metrics of a game that scores its episodes by their rewards start (``graphs/<game>/metrics.py``).
+
+An end-of-episode reward (``agreement``, ``outcome``) is one event per seat; a per-move reward
+(``valid``) is one event per move, and ``invalid_move_rate`` counts those below 0.5.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from evaluation.run_metrics import ratio
+from evaluation.stats import Estimate
+from storage.models import Base
+from storage.queries import in_run
+
+_T = Base.metadata.tables
+
+
+@dataclass(frozen=True)
+class Reward:
+    value: float
+    info: dict[str, Any]
+    """the event's details ({} when it has none)"""
+
+
+@dataclass
+class EpisodeRewards:
+    task_id: str
+    rewards: dict[tuple[str, str], list[Reward]] = field(default_factory=dict)
+    """(seat, reward name) -> its events in the order they were recorded"""
+
+    def value(self, seat: str, name: str) -> float:
+        """The value of the seat's latest ``name`` reward (KeyError when it got none)."""
+        return self.rewards[(seat, name)][-1].value
+
+
+def episode_rewards(engine: Engine, run_id: str, *, seat: str | None = None,
+                    names: Collection[str] | None = None) -> list[EpisodeRewards]:
+    """The run's succeeded episodes that have a reward (of ``seat``, named one of ``names``,
+    where given), in episode id order."""
+    episodes, rewards = _T["episodes"], _T["rewards"]
+    query = (
+        select(episodes.c.id, episodes.c.task_id, rewards.c.seat, rewards.c.name, rewards.c.value, rewards.c.info)
+        .join(rewards, rewards.c.episode_id == episodes.c.id)
+        .where(in_run(run_id), episodes.c.status == "succeeded")
+        .order_by(episodes.c.id, rewards.c.id)
+    )
+    if seat is not None:
+        query = query.where(rewards.c.seat == seat)
+    if names is not None:
+        query = query.where(rewards.c.name.in_(names))
+    found: dict[str, EpisodeRewards] = {}
+    with engine.connect() as conn:
+        for episode_id, task_id, reward_seat, name, value, info in conn.execute(query):
+            episode = found.setdefault(episode_id, EpisodeRewards(task_id))
+            episode.rewards.setdefault((reward_seat, name), []).append(Reward(value, info or {}))
+    return list(found.values())
+
+
+def invalid_move_rate(episodes: Iterable[EpisodeRewards], seat: str, valid: str) -> tuple[Estimate, dict[str, float]]:
+    """The share of the seat's moves whose per-move ``valid`` reward is below 0.5: Wilson over
+    the moves, per-task outcomes linearised (``evaluation.run_metrics.ratio``); every episode's
+    task has one, 0 moves included."""
+    tasks: dict[str, Counter[str]] = defaultdict(Counter)
+    for episode in episodes:
+        values = [r.value for r in episode.rewards.get((seat, valid), [])]
+        tasks[episode.task_id].update(moves=len(values), invalid=sum(v < 0.5 for v in values))
+    return ratio(tasks, lambda c: c["invalid"], lambda c: c["moves"])
