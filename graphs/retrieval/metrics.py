@@ -23,26 +23,24 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
+from evaluation.episode_rewards import episode_rewards
 from evaluation.run_metrics import RunMetrics, per_task_means, ratio, task_means
 from graphs.credit import CORRECT
 from graphs.retrieval.credit import JUDGE_RELEVANCE
-from storage.models import Base
-from storage.queries import in_run
-
-_T = Base.metadata.tables
 
 
 @dataclass
 class _Episode:
     task_id: str
-    correct: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
-    judged: float | None = None
+    correct: float
+    info: dict[str, Any]
+    """the answer's details (its ``correct`` reward's info)"""
+    judged: float | None
 
     @property
     def cited(self) -> list[str]:
@@ -54,23 +52,14 @@ class _Episode:
 
 
 def _episodes(engine: Engine, run_id: str) -> list[_Episode]:
-    episodes, rewards = _T["episodes"], _T["rewards"]
-    query = (
-        select(episodes.c.id, episodes.c.task_id, rewards.c.name, rewards.c.value, rewards.c.info)
-        .join(rewards, rewards.c.episode_id == episodes.c.id)
-        .where(in_run(run_id), episodes.c.status == "succeeded", rewards.c.seat == "researcher",
-               rewards.c.name.in_((CORRECT, JUDGE_RELEVANCE)))
-        .order_by(episodes.c.id, rewards.c.id)
-    )
-    found: dict[str, _Episode] = {}
-    with engine.connect() as conn:
-        for episode_id, task_id, name, value, info in conn.execute(query):
-            episode = found.setdefault(episode_id, _Episode(task_id))
-            if name == CORRECT:
-                episode.correct, episode.info = value, info or {}
-            else:
-                episode.judged = value
-    return [e for e in found.values() if e.info]
+    """The episodes with an answer (the researcher's latest ``correct`` reward, its info)."""
+    found = []
+    for e in episode_rewards(engine, run_id, seat="researcher", names=(CORRECT, JUDGE_RELEVANCE)):
+        answer = e.rewards.get(("researcher", CORRECT), [])
+        judged = e.rewards.get(("researcher", JUDGE_RELEVANCE), [])
+        if answer and answer[-1].info:
+            found.append(_Episode(e.task_id, answer[-1].value, answer[-1].info, judged[-1].value if judged else None))
+    return found
 
 
 def _relevance(e: _Episode) -> float:
