@@ -22,10 +22,12 @@ from storage.records import JudgmentRecord, RecordSink, RewardRecord, TurnRecord
 
 
 @dataclass(frozen=True)
-class Turn:
-    """What a node gets back from ``EpisodeContext.generate``."""
+class Reply:
+    """What a node gets back from ``EpisodeContext.generate``: the model's reply and its parsed
+    value (the turn itself is logged as a ``TurnRecord``)."""
 
     id: str
+    """the logged turn's id (rewards and judgments name it)"""
     seat: str
     index: int
     text: str
@@ -64,8 +66,8 @@ class EpisodeContext:
         round: int,
         parse: Callable[[str], str | None] | None = None,
         final: FinalChoice | None = None,
-    ) -> Turn:
-        """Ask the seat's policy, log the turn, and return it with its parsed value. ``final``:
+    ) -> Reply:
+        """Ask the seat's policy, log the turn, and return the reply with its parsed value. ``final``:
         the response ends with a line chosen by constrained decoding, recorded in the turn's
         ``sampling["final_choice"]``."""
         policy = self.policies[seat]
@@ -88,10 +90,10 @@ class EpisodeContext:
             )
         self.completion_tokens += len(result.completion_token_ids)
         parsed = parse(result.text) if parse else None
-        turn = Turn(uuid.uuid4().hex, seat, index, result.text, parsed, result)
+        reply = Reply(uuid.uuid4().hex, seat, index, result.text, parsed, result)
         self.sink.turn(
             TurnRecord(
-                id=turn.id,
+                id=reply.id,
                 episode_id=self.episode_id,
                 index=index,
                 round=round,
@@ -116,7 +118,7 @@ class EpisodeContext:
                 parsed_value=parsed,
             )
         )
-        return turn
+        return reply
 
     @property
     def num_turns(self) -> int:

@@ -25,7 +25,7 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
-from graphs.context import EpisodeContext, Turn, derive_seed
+from graphs.context import EpisodeContext, Reply, derive_seed
 from graphs.judges.rubric import Side, judge_preference
 from graphs.story import prompts
 from graphs.story.constraints import Constraints
@@ -105,7 +105,7 @@ async def judge(state: State, runtime: Runtime[EpisodeContext]) -> dict:
     return {"verdict": verdict}
 
 
-async def _choose(ctx: EpisodeContext, c: Constraints, texts: list[str], turns: list[Turn],
+async def _choose(ctx: EpisodeContext, c: Constraints, texts: list[str], turns: list[Reply],
                   drafts: list[Passage], round_: int) -> tuple[int, str]:
     """The index of the kept candidate and how it was chosen (``Choice.by``)."""
     if len(turns) == 1:
@@ -137,18 +137,18 @@ async def _choose(ctx: EpisodeContext, c: Constraints, texts: list[str], turns: 
     return win, by
 
 
-def _prefer(ctx: EpisodeContext, turns: list[Turn], win: int, *, rubric: str, policy: str, rationale: str) -> None:
+def _prefer(ctx: EpisodeContext, turns: list[Reply], win: int, *, rubric: str, policy: str, rationale: str) -> None:
     ctx.judgment(judge_seat=JUDGE, winner_seat=WRITER, loser_seat=WRITER, preferred_turn_id=turns[win].id,
                  rejected_turn_id=turns[1 - win].id, rationale=rationale, judge_policy=policy, rubric=rubric)
 
 
-def _passage(turn: Turn, round_: int, check: PassageCheck, shown: str) -> Passage:
+def _passage(turn: Reply, round_: int, check: PassageCheck, shown: str) -> Passage:
     text = turn.text.strip()
     return Passage(seat=turn.seat, turn_id=turn.id, round=round_, text=text, score=check.score,
                    violations=list(check.violations), ending=check.ending, new_words=new_words(text, shown))
 
 
-def _log_consistency(ctx: EpisodeContext, turn: Turn, passage: Passage, *, kept: bool) -> None:
+def _log_consistency(ctx: EpisodeContext, turn: Reply, passage: Passage, *, kept: bool) -> None:
     violations = passage["violations"]
     ctx.reward(turn.seat, CONSISTENCY, passage["score"], turn_id=turn.id, violations=violations, kept=kept,
                ending=passage["ending"])
