@@ -458,3 +458,23 @@ def test_a_lora_rank_mismatch_is_one_line_naming_the_adapter_and_the_shapes(tmp_
     assert "adapter_config.json (r=8)" in message
     assert "q_proj.lora_A.actor@v1.weight: expected [8, 64], found [4, 64]" in message
     assert raised.value.__cause__ is None  # nor does a traceback print it
+
+
+def test_a_parent_adapters_rank_mismatch_in_training_is_one_line_naming_the_shapes(tmp_path: Path) -> None:
+    from tiny_model import tiny_model, tiny_tokenizer
+
+    from training.trainers.errors import AdapterMismatchError
+    from training.trainers.lora import LoraSettings, attach_adapter
+
+    tokenizer = tiny_tokenizer()
+    folder = save_random_lora(tiny_model(tokenizer), tmp_path / "parent", seed=1)  # trained with r=4
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, "r": 8}))
+    with pytest.raises(AdapterMismatchError) as raised:
+        attach_adapter(tiny_model(tokenizer), LoraSettings(), folder)
+    message = str(raised.value)
+    assert "\n" not in message and len(message) < 1000, message
+    assert message.startswith(f"The parent adapter in {folder} does not fit the base model: ")
+    assert "adapter_config.json (r=8)" in message
+    assert "expected [8, 64], found [4, 64]" in message
+    assert raised.value.__cause__ is None

@@ -30,11 +30,12 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 import training.adapter_files as adapter_files
 import training.registry as registry
+from graphs.policies.adapter_folder import AdapterFolderError
 from storage.engine import in_transaction, session_scope
 from storage.models import AdapterStatus, AdapterVersion, DatasetSnapshot
 from tiny_model import save_random_lora
+from training.adapter_files import verify_folder
 from training.registry import (
-    AdapterFolderError,
     AdapterRecord,
     RegistryError,
     TransitionError,
@@ -46,7 +47,6 @@ from training.registry import (
     publish,
     reject,
     rollback,
-    verify_folder,
 )
 
 CONFIG = {"learning_rate": 1e-4, "beta": 0.1, "lora": {"r": 4}}

@@ -33,20 +33,17 @@ from training.adapter_files import (
     NAME_PATTERN,
     ROLE_PATTERN,
     TMP_PREFIX,
-    AdapterFolderError,
     check_trained_folder,
     discard,
     highest_version_on_disk,
     place,
     remove_stale_temporaries,
     stage,
-    verify_folder,
     version_name,
     withdraw,
 )
 
 __all__ = [
-    "AdapterFolderError",
     "AdapterRecord",
     "RegistryError",
     "TransitionError",
@@ -59,7 +56,6 @@ __all__ = [
     "publish",
     "reject",
     "rollback",
-    "verify_folder",
 ]
 
 TRAINING_EVAL = "training"

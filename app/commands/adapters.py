@@ -162,7 +162,7 @@ def adapters_export(
     * `sparring adapters export actor@v3 exports/actor-v3`
     * `sparring adapters export critic@v2 exports/critic-v2-merged --merged`
     """
-    from training.adapter_files import AdapterFolderError
+    from graphs.policies.adapter_folder import AdapterFolderError
     from training.export_adapter import ExportError, export_adapter
     from training.registry import get_version
 

@@ -110,7 +110,8 @@ def _against(game, specs: list[str], first: dict[str, str], options) -> dict[str
 
 def _check_adapters(engine: Engine, settings: Settings, sets: list[dict[str, str]]) -> None:
     """Every named adapter version exists and its folder is intact, for the configured model."""
-    from training.adapter_files import AdapterFolderError, verify_folder
+    from graphs.policies.adapter_folder import AdapterFolderError
+    from training.adapter_files import verify_folder
     from training.registry import RegistryError, active_version, get_version
 
     for specs in sets:

@@ -513,9 +513,9 @@ def deploy(
     """
     from evaluation.evaluator import Evaluator
     from graphs.games import UnknownGameError, get_game
+    from graphs.policies.adapter_folder import AdapterFolderError
     from graphs.policies.base import BackendError, SamplingParams
     from graphs.tasks.base import TaskSourceError
-    from training.adapter_files import AdapterFolderError
     from training.deploy import GateError, LivePolicies, gate_and_deploy
     from training.registry import RegistryError, get_version, newest_candidate
 

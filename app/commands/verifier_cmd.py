@@ -43,10 +43,11 @@ def eval_verifier(
     from sqlalchemy import select
 
     from evaluation.verifier_report import NoAnswersError, verifier_report
+    from graphs.policies.adapter_folder import AdapterFolderError
     from graphs.policies.base_models import ModelLoadError
     from graphs.policies.reward_model import RewardModel
     from storage.models import DatasetSnapshot
-    from training.adapter_files import AdapterFolderError, verify_folder
+    from training.adapter_files import verify_folder
     from training.registry import TRAINING_EVAL, RegistryError, active_version, get_version
 
     settings = settings_or_exit(database_url=db)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from graphs.policies.adapter_folder import is_size_mismatch, load_failure, read_lora_config
 from graphs.policies.base_models import load_model, resolve_device
 from training.trainers.errors import AdapterMismatchError
 
@@ -136,7 +137,8 @@ def attach_adapter(model: PreTrainedModel, lora: LoraSettings, parent: Path | No
     """Wrap ``model`` with the one adapter to train: fresh, or a trainable copy of ``parent``.
 
     ``parent`` must have passed ``check_parent_adapter``. Its shapes are checked again by
-    PEFT; a mismatch (an adapter of another architecture) becomes ``AdapterMismatchError``.
+    PEFT; a mismatch (an adapter of another architecture, or a rank ``r`` other than the one it
+    was trained with) becomes ``AdapterMismatchError``, in one line (``load_failure``).
     """
     from peft import PeftModel, get_peft_model
 
@@ -146,10 +148,13 @@ def attach_adapter(model: PreTrainedModel, lora: LoraSettings, parent: Path | No
         try:
             peft_model = PeftModel.from_pretrained(model, parent, is_trainable=True)
         except (RuntimeError, ValueError, KeyError) as exc:
+            rank = read_lora_config(parent, label=f"The parent adapter in {parent}").get("r")
+            # a size mismatch is summed up in the message: chained, its full text would show in tracebacks
+            cause = None if is_size_mismatch(exc) else exc
             raise AdapterMismatchError(
-                f"The parent adapter in {parent} does not fit the base model: {exc}. Continue from an "
-                f"adapter trained on this base model, or start a fresh adapter (no parent)."
-            ) from exc
+                f"The parent adapter in {parent} does not fit the base model: {load_failure(exc, rank)}. "
+                "Continue from an adapter trained on this base model, or start a fresh adapter (no parent)."
+            ) from cause
     require_frozen_base(peft_model)
     return peft_model
 

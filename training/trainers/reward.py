@@ -36,10 +36,11 @@ import torch
 from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback, set_seed
 
+from graphs.policies.adapter_folder import CONFIG_FILE
 from graphs.policies.base import Message
 from graphs.policies.reward_model import conversation, load_reward_base, score_conversations
 from storage.models import DatasetKind
-from training.adapter_files import CONFIG_FILE, discard
+from training.adapter_files import discard
 from training.trainers.adapters import AdapterMetadata, prepare_run, read_metadata, staging_dir, write_adapter
 from training.trainers.data import TrainingRows, as_dataset, require_columns
 from training.trainers.errors import AdapterMismatchError, DatasetColumnsError, TrainingDivergedError
