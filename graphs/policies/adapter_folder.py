@@ -10,7 +10,7 @@ This module is the one place that knows those names and checks a folder against 
 in-process backend (loading), the trainers (a parent adapter), the registry (publishing and
 verifying) and the export use it. It lives under ``graphs.policies`` because the backend needs
 it and ``graphs`` never imports ``training``, while ``training`` already imports
-``graphs.policies`` (``models.py``, the base model's folder, sits beside it).
+``graphs.policies`` (``base_models.py``, finding and loading the base model, sits beside it).
 
 Each check raises ``AdapterFolderError`` whose message starts with the caller's ``label`` (what
 the folder is to it: "Parent adapter folder ...", "adapter critic@v3") and ends with its
