@@ -315,7 +315,7 @@ class TrainingJob(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     kind: Mapped[str] = mapped_column(STATUS)
-    """the trainer: dpo, kto, sft, reward, grpo, ppo"""
+    """the trainer kind (``training.trainers.kinds``): sft, dpo, kto, ppo, grpo, or reward (a verifier)"""
     role: Mapped[str]
     status: Mapped[str] = mapped_column(STATUS, default=JobStatus.QUEUED)
     dataset_snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("dataset_snapshots.id"))

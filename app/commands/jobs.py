@@ -37,7 +37,7 @@ def _summary(job) -> dict:
 @jobs_app.command("list")
 def jobs_list(
     role: Annotated[str | None, typer.Option(help="Only this role's jobs.", show_default=False)] = None,
-    kind: Annotated[str | None, typer.Option(help="Only this trainer (sft, dpo, kto, ppo, grpo).")] = None,
+    kind: Annotated[str | None, typer.Option(help="Only this trainer (sft, dpo, kto, ppo, grpo, reward).")] = None,
     status: Annotated[str | None, typer.Option(help="queued, running, succeeded or failed.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Newest jobs shown.")] = 50,
     db: DbOption = None,

@@ -44,7 +44,7 @@ class AdapterMetadata:
 
     role: str
     trainer: str
-    """sft, dpo, kto or ppo"""
+    """the trainer kind: sft, dpo, kto, ppo, grpo or reward"""
     base_model: str
     """the base model exactly as configured ("bundled", a folder path or a hub id); also written
     as ``base_model_name_or_path`` into ``adapter_config.json``"""

@@ -1,7 +1,7 @@
 """Settings every trainer shares; each trainer's config (``X_config.py``) extends one of these.
 
 ``TrainingConfig`` holds what any LoRA training run needs; ``TRLTrainingConfig`` adds what is
-passed through to TRL's trainers (SFT, DPO, KTO, GRPO). Every field has help text
+passed through to TRL's trainers (SFT, DPO, KTO, GRPO, Reward). Every field has help text
 (``metadata["help"]``); ``__post_init__`` rejects values that cannot work, saying how to fix
 them. Configs are plain data: ``to_dict()`` is what ``training_jobs.config`` and
 ``sparring.json`` store.
@@ -164,7 +164,7 @@ class TrainingConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TRLTrainingConfig(TrainingConfig):
-    """Settings passed through to TRL's trainers (SFT, DPO, KTO, GRPO)."""
+    """Settings passed through to TRL's trainers (SFT, DPO, KTO, GRPO, Reward); PPO is our own loop."""
 
     gradient_checkpointing: bool = field(
         default=False,
