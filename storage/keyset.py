@@ -1,11 +1,10 @@
-"""The order of an episode list, and keyset conditions on it: the episodes after one episode
-(the next page: ``list_episodes(after=...)``), or up to one (how far a search's probe looks,
-storage.search_page).
+"""The order of an episode list, and the keyset condition on it: the episodes after one episode
+(the next page: ``list_episodes(after=...)``; where a search's walk goes on: storage.search_page).
 
 An order is a sort key of ``episodes`` (``-`` for descending), then the id in the same
-direction, so that pages are stable when keys are equal; nulls sort last. Conditions are
-written as ranges on the key (``key <= v AND (key < v OR id < after)`` for the episodes after
-one, descending), so that an index on the key gives a range to seek into.
+direction, so that pages are stable when keys are equal; nulls sort last. The condition is
+written as a range on the key (``key <= v AND (key < v OR id < after)``, descending), so that
+an index on the key gives a range to seek into.
 """
 
 from __future__ import annotations
@@ -43,23 +42,10 @@ def sort_value(conn: Connection, sort: str, episode_id: str) -> Any:
 
 def after(sort: str, value: Any, episode_id: str) -> ColumnElement[bool]:
     """The episodes that come after episode ``episode_id``, whose ``sort`` key is ``value``."""
-    return _beyond(sort, value, episode_id, later=True)
-
-
-def up_to(sort: str, value: Any, episode_id: str) -> ColumnElement[bool]:
-    """The episodes that come before episode ``episode_id`` (whose ``sort`` key is ``value``),
-    and that episode."""
-    return _beyond(sort, value, episode_id, later=False)
-
-
-def _beyond(sort: str, value: Any, episode_id: str, *, later: bool) -> ColumnElement[bool]:
     column, ident = _E.c[sort.removeprefix("-")], _E.c.id
-    if sort.startswith("-") == later:  # later in a descending order, or earlier in an ascending one
-        strict, loose = operator.lt, operator.le
-    else:
-        strict, loose = operator.gt, operator.ge
-    beyond_id = strict(ident, episode_id) if later else loose(ident, episode_id)  # the episode itself is up to it
+    strict, loose = (operator.lt, operator.le) if sort.startswith("-") else (operator.gt, operator.ge)
+    beyond_id = strict(ident, episode_id)
     if value is None:  # nulls sort last: only nulls come after a null, in id order
-        return column.is_(None) & beyond_id if later else column.is_not(None) | beyond_id
+        return column.is_(None) & beyond_id
     beyond = loose(column, value) & (strict(column, value) | beyond_id)
-    return beyond | column.is_(None) if later and column.nullable else beyond
+    return beyond | column.is_(None) if column.nullable else beyond

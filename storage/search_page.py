@@ -19,7 +19,7 @@ such a word took seconds at 1M turns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from sqlalchemy import ColumnElement, Connection, select
 
@@ -51,8 +51,8 @@ class Searched:
 class _Walk:
     ids: list[str]
     walked: int
-    last: tuple[Any, str] | None
-    """the sort key and id of the last episode walked"""
+    last: str | None
+    """the last episode walked"""
 
 
 def first_matching(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch, sort: str,
@@ -69,7 +69,7 @@ def first_matching(conn: Connection, where: list[ColumnElement[bool]], search: T
             return Searched(first.ids, "probe")
         reach = int(turns * PROBES_PER_TURN[search.dialect]) - PROBED_EPISODES
         if reach > 0 and first.last is not None:
-            on = [*where, keyset.after(sort, *first.last)]
+            on = [*where, keyset.after(sort, keyset.sort_value(conn, sort, first.last), first.last)]
             rest = _walk(conn, on, search, sort, wanted - len(first.ids), reach, far=True)
             if len(first.ids) + len(rest.ids) == wanted or rest.walked < reach:
                 return Searched(first.ids + rest.ids, "probe")
@@ -84,21 +84,20 @@ def _walk(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch
     order. The episodes are sorted first, then checked one by one as they are fetched, so the
     walk stops where it has enough. ``far``: a walk on past the first PROBED_EPISODES, which
     expects to read most of its ``reach``."""
-    column = _E.c[sort.removeprefix("-")]
     sqlite = conn.dialect.name == "sqlite"
     # the LIMIT tells PostgreSQL's planner how far the walk may go; SQLite sorts under a large
     # LIMIT in a b-tree, 3x slower than sorting every episode (0.8 s for 114,000 of 265,000)
-    ordered = (select(_E.c.id, column).where(*where).order_by(*keyset.order_by(sort))
+    ordered = (select(_E.c.id).where(*where).order_by(*keyset.order_by(sort))
                .limit(None if far and sqlite else reach).subquery())
     # no ORDER BY outside: the subquery's rows come in its order (a sort out here would check
     # every episode before the first row, as would checking them inside before the sort)
-    walk = select(ordered.c.id, ordered.c[column.name], search.has_match(ordered.c.id))
+    walk = select(ordered.c.id, search.has_match(ordered.c.id))
     if not sqlite:
         _plan_postgres_walk(conn, far)
     found = _Walk([], 0, None)
     with conn.execute(walk.execution_options(yield_per=WALKED_AT_ONCE)) as result:
-        for episode_id, value, matches in result:
-            found.walked, found.last = found.walked + 1, (value, episode_id)
+        for episode_id, matches in result:
+            found.walked, found.last = found.walked + 1, episode_id
             if matches:
                 found.ids.append(episode_id)
             if len(found.ids) == wanted or found.walked == reach:
