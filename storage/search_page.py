@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import ColumnElement, Connection, select
+from sqlalchemy import ColumnElement, Connection, func, select
 
 import storage.search
 from storage import keyset
@@ -36,8 +36,6 @@ PROBES_PER_TURN = {"sqlite": 0.6, "postgresql": 0.45}
 """How many episodes a walk checks for the cost of reading one matching turn: how far it may
 go on. Measured at 1M turns (bench/serve_pages.py): reading a match costs about 3.8 us on
 both, checking an episode about 6 us on SQLite and 8 us on PostgreSQL."""
-WALKED_AT_ONCE = 256
-"""Episodes a walk fetches at a time: it stops within that many of where it has enough."""
 
 
 @dataclass
@@ -50,9 +48,9 @@ class Searched:
 @dataclass
 class _Walk:
     ids: list[str]
-    walked: int
     last: str | None
-    """the last episode walked"""
+    """the last episode walked when the walk stopped at its reach without enough matches (None:
+    it found enough, or walked every episode)"""
 
 
 def first_matching(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch, sort: str,
@@ -65,13 +63,13 @@ def first_matching(conn: Connection, where: list[ColumnElement[bool]], search: T
     read_by: ReadBy = "matches"
     if turns > storage.search.COMMON_TURNS:
         first = _walk(conn, where, search, sort, wanted, PROBED_EPISODES, far=False)
-        if len(first.ids) == wanted or first.walked < PROBED_EPISODES:  # enough, or every episode walked
+        if first.last is None:  # enough, or every episode walked
             return Searched(first.ids, "probe")
         reach = int(turns * PROBES_PER_TURN[search.dialect]) - PROBED_EPISODES
-        if reach > 0 and first.last is not None:
+        if reach > 0:
             on = [*where, keyset.after(sort, keyset.sort_value(conn, sort, first.last), first.last)]
             rest = _walk(conn, on, search, sort, wanted - len(first.ids), reach, far=True)
-            if len(first.ids) + len(rest.ids) == wanted or rest.walked < reach:
+            if rest.last is None:
                 return Searched(first.ids + rest.ids, "probe")
         read_by = "probe, then matches"
     matching = select(_E.c.id).where(*where, search.condition()).order_by(*keyset.order_by(sort)).limit(wanted)
@@ -81,9 +79,10 @@ def first_matching(conn: Connection, where: list[ColumnElement[bool]], search: T
 def _walk(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch, sort: str, wanted: int,
           reach: int, *, far: bool) -> _Walk:
     """The first ``wanted`` matching episodes among the first ``reach`` that meet ``where``, in
-    order. The episodes are sorted first, then checked one by one as they are fetched, so the
-    walk stops where it has enough. ``far``: a walk on past the first PROBED_EPISODES, which
-    expects to read most of its ``reach``."""
+    order. The episodes are sorted first, then checked one by one, and the walk stops where it
+    has enough. Only the matches and the ``reach``-th episode come back, not every episode
+    walked. ``far``: a walk on past the first PROBED_EPISODES, which expects to read most of
+    its ``reach``."""
     sqlite = conn.dialect.name == "sqlite"
     # the LIMIT tells PostgreSQL's planner how far the walk may go; SQLite sorts under a large
     # LIMIT in a b-tree, 3x slower than sorting every episode (0.8 s for 114,000 of 265,000)
@@ -91,17 +90,20 @@ def _walk(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch
                .limit(None if far and sqlite else reach).subquery())
     # no ORDER BY outside: the subquery's rows come in its order (a sort out here would check
     # every episode before the first row, as would checking them inside before the sort)
-    walk = select(ordered.c.id, search.has_match(ordered.c.id))
+    checked = select(ordered.c.id, func.row_number().over().label("walked"),
+                     search.has_match(ordered.c.id).label("matches")).limit(reach).subquery()
+    # both LIMITs end the statement at its last row: sqlite3 steps to the row after each one it
+    # returns, which could be any distance down a walk that only returns matches
+    walk = select(checked).where(checked.c.matches | (checked.c.walked == reach)).limit(wanted)
     if not sqlite:
         _plan_postgres_walk(conn, far)
-    found = _Walk([], 0, None)
-    with conn.execute(walk.execution_options(yield_per=WALKED_AT_ONCE)) as result:
-        for episode_id, matches in result:
-            found.walked, found.last = found.walked + 1, episode_id
+    found = _Walk([], None)
+    with conn.execute(walk.execution_options(yield_per=wanted)) as result:  # PostgreSQL: a cursor, planned as one
+        for episode_id, walked, matches in result:
             if matches:
                 found.ids.append(episode_id)
-            if len(found.ids) == wanted or found.walked == reach:
-                break
+            if walked == reach and len(found.ids) < wanted:
+                found.last = episode_id
     return found
 
 

@@ -88,6 +88,79 @@ def test_a_probe_through_every_episode_of_the_filter_gives_the_whole_short_page(
     assert ([e["id"] for e in oldest.items], oldest.read_by) == (old[-2:], "probe")
 
 
+RUNS = (("math-reflection", 6), ("debate", 4), ("math-reflection", 8), ("debate", 6), ("math-reflection", 6))
+"""blocks of episodes of one game each, oldest first, as runs log them"""
+
+
+@pytest.fixture
+def games(store_url: str) -> Iterator[Engine]:
+    """A store of RUNS: every critic turn of a math-reflection episode says "arithmetic" (a word
+    of that game and seat only); every debate has "rebuttal" in its debater_b turn, and the
+    debates of the older run also "precedent" (a word of old debates only)."""
+    engine = open_store(store_url)
+    minute = 0
+    with Recorder(engine, batch_size=64, flush_interval_s=0.01) as recorder:
+        for run, (game, episodes) in enumerate(RUNS):
+            for _ in range(episodes):
+                start = episode_start(started_at=T0 + timedelta(minutes=minute), game=game)
+                recorder.episode_started(start)
+                for index in range(2):
+                    if game == "debate":
+                        seat = ("debater_a", "debater_b")[index]
+                        words = "rebuttal" if index else "opening" + (" precedent" if run == 1 else "")
+                    else:
+                        seat, words = ("actor", "critic")[index], "the arithmetic checks out" if index else "answer"
+                    recorder.turn(turn_record(start.id, index, seat=seat, response=f"{words} {minute}"))
+                minute += 1
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            conn.execute(text("ANALYZE turn_search"))
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.parametrize("fields", [{"game": "debate", "text": "arithmetic"},
+                                    {"seat": "debater_b", "text": "arithmetic"},
+                                    {"seat": "critic", "text": "rebuttal"},
+                                    {"game": "debate", "text": "precedent"},
+                                    {"game": "math-reflection", "text": "arithmetic"}])
+def test_a_word_of_another_game_or_seat_gives_the_plain_pages_every_way(
+        games: Engine, monkeypatch: pytest.MonkeyPatch, fields: dict[str, str]) -> None:
+    """The filter selects episodes in which the word is nowhere (or only far down): however far
+    the walk goes first and on, the pages are those of reading the matches, and the page says
+    how it was read."""
+    flt = EpisodeFilter(**fields)
+    orders = ("-started_at", "started_at", "-num_turns")
+    plain = {(sort, limit): [e["id"] for e in list_episodes(games, flt, sort=sort, limit=limit, count=False).items]
+             for sort in orders for limit in (1, 3, 50)}
+    monkeypatch.setattr(storage.search, "COMMON_TURNS", 3)  # every word here is common
+    read_by = set()
+    for probed in (1, 2, 5, 40):
+        for per_turn in (0.0, 0.1, 0.5, 1.0, 100.0):
+            monkeypatch.setattr(storage.search_page, "PROBED_EPISODES", probed)
+            monkeypatch.setattr(storage.search_page, "PROBES_PER_TURN", {"sqlite": per_turn, "postgresql": per_turn})
+            for (sort, limit), ids in plain.items():
+                page = list_episodes(games, flt, sort=sort, limit=limit, count=False)
+                assert [e["id"] for e in page.items] == ids, (probed, per_turn, sort, limit)
+                read_by.add(page.read_by)
+    assert read_by == {"probe", "probe, then matches"}
+
+
+def test_a_word_in_no_episode_of_the_filter_is_walked_through_every_one(
+        games: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within its reach, the walk goes through all the filter's episodes and then knows the page is
+    empty (no read of the matches); beyond it, it reads the matches."""
+    monkeypatch.setattr(storage.search, "COMMON_TURNS", 3)
+    monkeypatch.setattr(storage.search_page, "PROBED_EPISODES", 3)
+    debates = EpisodeFilter(game="debate", text="arithmetic")  # 20 turns, 10 debates
+    for per_turn, read_by in ((1.0, "probe"), (0.5, "probe, then matches"), (100.0, "probe")):  # walk on 17, 7, 1997
+        monkeypatch.setattr(storage.search_page, "PROBES_PER_TURN", {"sqlite": per_turn, "postgresql": per_turn})
+        page = list_episodes(games, debates, limit=50)
+        assert (page.items, page.total, page.read_by) == ([], 0, read_by)
+    old = list_episodes(games, EpisodeFilter(game="debate", text="precedent"), limit=2)  # 4 turns: walks on 397
+    assert ([e["game"] for e in old.items], old.total, old.read_by) == (["debate"] * 2, 4, "probe")
+
+
 def test_matching_turns_counts_the_few_and_estimates_the_many_on_postgres(
         legacy: tuple[Engine, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
     engine, _ = legacy
