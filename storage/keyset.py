@@ -32,17 +32,14 @@ def order_by(sort: str) -> list[ColumnElement[Any]]:
     return [ordered.nulls_last() if column.nullable else ordered, tie]
 
 
-def sort_value(conn: Connection, sort: str, episode_id: str) -> Any:
-    """The ``sort`` key of episode ``episode_id``; KeyError when there is no such episode."""
-    row = conn.execute(select(_E.c[sort.removeprefix("-")]).where(_E.c.id == episode_id)).first()
+def after(conn: Connection, sort: str, episode_id: str) -> ColumnElement[bool]:
+    """The episodes that come after episode ``episode_id`` in the ``sort`` order (its key is
+    read from the store); KeyError when there is no such episode."""
+    column, ident = _E.c[sort.removeprefix("-")], _E.c.id
+    row = conn.execute(select(column).where(ident == episode_id)).first()
     if row is None:
         raise KeyError(f"no episode {episode_id!r} to page after; give the id of the last episode of the previous page")
-    return row[0]
-
-
-def after(sort: str, value: Any, episode_id: str) -> ColumnElement[bool]:
-    """The episodes that come after episode ``episode_id``, whose ``sort`` key is ``value``."""
-    column, ident = _E.c[sort.removeprefix("-")], _E.c.id
+    value = row[0]
     strict, loose = (operator.lt, operator.le) if sort.startswith("-") else (operator.gt, operator.ge)
     beyond_id = strict(ident, episode_id)
     if value is None:  # nulls sort last: only nulls come after a null, in id order

@@ -178,7 +178,7 @@ def list_episodes(
     with engine.connect() as conn:
         page_where = where
         if after is not None:
-            page_where = [*where, keyset.after(sort, keyset.sort_value(conn, sort, after), after)]
+            page_where = [*where, keyset.after(conn, sort, after)]
         read_by = None
         if search is None or limit is None:
             text = [] if search is None else [search.condition()]

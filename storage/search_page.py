@@ -67,7 +67,7 @@ def first_matching(conn: Connection, where: list[ColumnElement[bool]], search: T
             return Searched(first.ids, "probe")
         reach = int(turns * PROBES_PER_TURN[search.dialect]) - PROBED_EPISODES
         if reach > 0:
-            on = [*where, keyset.after(sort, keyset.sort_value(conn, sort, first.last), first.last)]
+            on = [*where, keyset.after(conn, sort, first.last)]
             rest = _walk(conn, on, search, sort, wanted - len(first.ids), reach, far=True)
             if rest.last is None:
                 return Searched(first.ids + rest.ids, "probe")
