@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.settings import load_settings  # noqa: E402
 from app.wiring import PolicyFactory  # noqa: E402
-from evaluation.evaluator import Evaluator  # noqa: E402
-from evaluation.stats import Estimate, paired, wilson  # noqa: E402
+from evaluation.evaluator import EvaluationResult, Evaluator  # noqa: E402
+from evaluation.stats import Estimate, paired  # noqa: E402
 from graphs.games import get_game  # noqa: E402
 from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
 from graphs.policies.base import SamplingParams  # noqa: E402
@@ -133,7 +133,7 @@ async def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -
                              args.concurrency, say=say)
         base = await evaluate({"actor": actor, "critic": critic}, label="base")
         results = [{"recipe": "base (no training)", "rows": None, "steps": None, "train_s": 0.0,
-                    **figures(base.per_task["pass@turn-1"], None)}]
+                    **figures(base, None)}]
         for recipe in recipes:
             say(f"recipe {recipe}")
             try:
@@ -147,7 +147,7 @@ async def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -
             scored = await evaluate({"actor": Policy(backend, sampling, adapter=adapter.name), "critic": critic},
                                     label=recipe)
             results.append({"recipe": recipe, "rows": rows, "steps": steps, "train_s": seconds, "adapter": adapter.name,
-                            **figures(scored.per_task["pass@turn-1"], base.per_task["pass@turn-1"])})
+                            **figures(scored, base)})
         return results
     finally:
         await factory.aclose()
@@ -161,16 +161,13 @@ def eval_tasks(args: argparse.Namespace, seed: int) -> list[Task]:
     return [task for level in LEVELS for task in islice(problems("train", level), DEV_START, DEV_START + per_level)]
 
 
-def figures(outcomes: dict[str, float], base: dict[str, float] | None) -> dict[str, Any]:
-    """pass@turn-1 with its Wilson interval, and the paired change against the base's outcomes."""
-    rate = wilson(sum(outcomes.values()), len(outcomes))
-    result: dict[str, Any] = {"pass@turn-1": rate.to_dict()}
+def figures(scored: EvaluationResult, base: EvaluationResult | None) -> dict[str, Any]:
+    """pass@turn-1 with its interval, and the paired change against the base's outcomes."""
+    result: dict[str, Any] = {"pass@turn-1": scored.metrics["pass@turn-1"].to_dict()}
     if base is not None:
-        comparison = paired(outcomes, base)
+        comparison = paired(scored.per_task["pass@turn-1"], base.per_task["pass@turn-1"])
         result["vs base"] = comparison.to_dict()
-        d = comparison.difference
-        result["change"] = (f"{100 * d.value:+.1f} pts [{100 * d.low:+.1f}, {100 * d.high:+.1f}], "
-                            f"p={comparison.p_value:.2g}")
+        result["change"] = f"{comparison.difference.signed(with_n=False)}, p={comparison.p_text(2)}"
     return result
 
 

@@ -146,7 +146,8 @@ def _round_rows(run_id: str, started_at: datetime, summary: dict[str, Any]) -> l
         rows.append({
             "started_at": started_at, "round": summary.get("round"), "role": role.get("role"),
             "status": role.get("status"), "rows": role.get("rows"), "candidate": role.get("candidate"),
-            "gate_metric": gate.get("metric"), "change": _signed(difference), "run_id": run_id,
+            "gate_metric": gate.get("metric"), "run_id": run_id,
+            "change": difference.signed(with_n=False) if difference else None,
             "difference": difference.to_dict() if difference else None,
         })
     return rows
@@ -154,16 +155,6 @@ def _round_rows(run_id: str, started_at: datetime, summary: dict[str, Any]) -> l
 
 def _formatted(estimate: Estimate | None) -> str | None:
     return None if estimate is None else estimate.format()
-
-
-def _signed(estimate: Estimate | None) -> str | None:
-    """``+3.0 pts [-1.5, +7.5]``: a paired difference in percentage points."""
-    if estimate is None or estimate.value is None:
-        return None
-    text = f"{100 * estimate.value:+.1f} pts"
-    if estimate.low is not None and estimate.high is not None:
-        text += f" [{100 * estimate.low:+.1f}, {100 * estimate.high:+.1f}]"
-    return text
 
 
 def _digest(value: Any) -> str:

@@ -48,6 +48,16 @@ class Estimate:
             text += f" [{self.low * scale:.{digits}f}, {self.high * scale:.{digits}f}]"
         return f"{text} n={self.n}"
 
+    def signed(self, percent: bool = True, with_n: bool = True) -> str:
+        """A difference: ``+3.0 pts [-1.5, +7.5] n=200`` (percentage points, or plain numbers)."""
+        if self.value is None:
+            return "-"
+        scale, unit = (100.0, " pts") if percent else (1.0, "")
+        text = f"{self.value * scale:+.1f}{unit}"
+        if self.low is not None and self.high is not None:
+            text += f" [{self.low * scale:+.1f}, {self.high * scale:+.1f}]"
+        return f"{text} n={self.n}" if with_n else text
+
 
 @dataclass(frozen=True)
 class PairedComparison:
@@ -73,21 +83,20 @@ class PairedComparison:
             "p_value": self.p_value,
         }
 
+    def p_text(self, digits: int = 3) -> str:
+        """The p-value to print: a bootstrap's 0 is "<0.001" (no resample fell beyond zero: the
+        smallest p-value it can tell apart is 2 / BOOTSTRAP_SAMPLES), never "0"."""
+        if self.p_value is None:
+            return "-"
+        if self.p_value == 0:
+            return f"<{2 / BOOTSTRAP_SAMPLES:g}"
+        return f"{self.p_value:.{digits}g}"
+
     def describe(self, percent: bool = True) -> str:
         """One line a person reads: the difference, its interval, the flips and the p-value."""
-        p = "-" if self.p_value is None else f"{self.p_value:.3g}"
-        return (f"{_signed(self.difference, percent)} (candidate {self.candidate.format(percent)}, "
-                f"baseline {self.baseline.format(percent)}; {self.better} better, {self.worse} worse, p={p})")
-
-
-def _signed(estimate: Estimate, percent: bool) -> str:
-    if estimate.value is None:
-        return "-"
-    scale, unit = (100.0, " pts") if percent else (1.0, "")
-    text = f"{estimate.value * scale:+.1f}{unit}"
-    if estimate.low is not None and estimate.high is not None:
-        text += f" [{estimate.low * scale:+.1f}, {estimate.high * scale:+.1f}]"
-    return f"{text} n={estimate.n}"
+        return (f"{self.difference.signed(percent)} (candidate {self.candidate.format(percent)}, "
+                f"baseline {self.baseline.format(percent)}; {self.better} better, {self.worse} worse, "
+                f"p={self.p_text()})")
 
 
 def wilson(successes: float, n: int) -> Estimate:

@@ -73,3 +73,13 @@ def test_paired_comparison_of_non_binary_outcomes_uses_a_bootstrap_p_value():
     assert result.better == 10 and result.worse == 90
     assert result.difference.value == pytest.approx(0.0, abs=1e-12)
     assert result.p_value > 0.5  # no evidence either way; McNemar on the signs would give ~1e-16
+
+
+def test_a_bootstrap_p_value_of_zero_prints_as_below_its_resolution():
+    baseline = {f"t{i}": 0.0 for i in range(60)}
+    candidate = {f"t{i}": 0.3 + 0.01 * (i % 7) for i in range(60)}  # every task gains: no resample near zero
+    result = paired(candidate, baseline)
+    assert result.p_value == 0.0
+    assert result.p_text() == "<0.001" and "p=<0.001" in result.describe()
+    binary = paired({"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 0.0, "b": 0.0, "c": 0.0})
+    assert binary.p_text() == "0.5"  # McNemar exact, 2 discordant tasks

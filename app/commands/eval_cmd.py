@@ -220,7 +220,7 @@ def _print_paired(result: EvaluationResult, baseline: EvaluationResult, specs: d
             "metric": name, "value": _percent(estimate.value), "against": _percent(other.value if other else None),
             "diff (pts) [95%]": "-" if comparison is None else
             f"{_percent(comparison.difference.value, True)} {_interval(comparison.difference, True)}",
-            "p": None if comparison is None else f"{comparison.p_value:.2g}",
+            "p": None if comparison is None else comparison.p_text(2),
         })
     changed = {s: p for s, p in specs.items() if against.get(s) != p}
     caption = (f"{_caption(result, changed)} against {_caption(baseline, {s: against[s] for s in changed})}; "
