@@ -61,9 +61,12 @@ def option_fields(options_type: type[GameOptions]) -> dict[str, tuple[type, Any]
 
 
 def describe(options: GameOptions) -> list[str]:
-    """The options in words, for titles: "2 turns", "stop on correct", "no stop on correct"."""
+    """The options in words, for titles: "2 turns", "stop on correct", "no stop on correct". An
+    option left empty (a default the game fills in, e.g. retrieval's shipped corpus) says nothing."""
     words = []
     for name, value in vars(options).items():
+        if value is None or value == "":
+            continue
         label = name.replace("_", " ")
         words.append((label if value else f"no {label}") if isinstance(value, bool) else f"{value} {label}")
     return words

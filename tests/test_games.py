@@ -4,6 +4,7 @@ the whole trace: turn order, what each seat saw, rewards, judgments and the outc
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -13,8 +14,8 @@ from tiny_model import tiny_model, tiny_tokenizer
 from graphs.context import EpisodeContext
 from graphs.debate import prompts as debate_prompts
 from graphs.games import GameSpec, get_game
-from graphs.options import GameOptions
 from graphs.math_reflection import prompts as reflection_prompts
+from graphs.options import GameOptions, describe
 from graphs.policies.base import (
     Backend,
     BackendError,
@@ -573,3 +574,16 @@ def test_every_critic_turn_of_a_tiny_in_process_model_has_a_verdict() -> None:
         assert turn.sampling["final_choice"]["constrained"] is True
         assert len(turn.logprobs) == len(turn.completion_token_ids)
         assert tokenizer.decode(turn.completion_token_ids) == turn.response
+
+
+def test_option_titles_name_every_set_option_and_skip_empty_defaults() -> None:
+    @dataclass(frozen=True)
+    class Options(GameOptions):
+        searches: int = 2
+        first_search: bool = True
+        corpus: str = ""
+        env: str | None = None
+
+    assert describe(Options()) == ["2 searches", "first search"]  # nothing for the empty defaults
+    assert describe(Options(first_search=False, corpus="mine.jsonl", env="Poker")) == [
+        "2 searches", "no first search", "mine.jsonl corpus", "Poker env"]
