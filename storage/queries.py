@@ -8,16 +8,17 @@ Results are plain dicts; timestamps are timezone-aware UTC datetimes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, case, distinct, exists, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, case, distinct, func, select
 
 from storage import keyset
 from storage.models import Episode, EpisodePayload, Judgment, Reward, Run, Turn, TurnPayload
 from storage.search import TextSearch
 from storage.search_page import ReadBy, first_matching
+from storage.where import Where
 
 _E = Episode.__table__
 _EP = EpisodePayload.__table__
@@ -93,20 +94,15 @@ class Page:
     """how a search's page was read (storage.search_page); None without a search or a limit"""
 
 
-@dataclass
-class _Conditions:
-    episode: list[ColumnElement[bool]] = field(default_factory=list)
-    turn: list[ColumnElement[bool]] = field(default_factory=list)
-
-
 def in_run(run_id: str) -> ColumnElement[bool]:
     """Episodes of the run ``run_id`` or of one of its workers' runs."""
     runs = select(_RUNS.c.id).where((_RUNS.c.id == run_id) | (_RUNS.c.parent_id == run_id))
     return _E.c.run_id.in_(runs)
 
 
-def _conditions(flt: EpisodeFilter, dialect: str) -> _Conditions:
-    c = _Conditions()
+def _conditions(flt: EpisodeFilter, dialect: str) -> Where:
+    """``flt`` in SQL; ``seat`` and ``policy`` as conditions on turns."""
+    c = Where()
     for name in ("game", "status", "task_id", "split"):
         value = getattr(flt, name)
         if value is not None:
@@ -128,14 +124,6 @@ def _conditions(flt: EpisodeFilter, dialect: str) -> _Conditions:
     if flt.policy is not None:
         c.turn.append(policy_is(flt.policy))
     return c
-
-
-def _episode_where(flt: EpisodeFilter, dialect: str) -> list[ColumnElement[bool]]:
-    """Conditions on episodes only: turn conditions become "has such a turn"."""
-    c = _conditions(flt, dialect)
-    if c.turn:
-        c.episode.append(exists().where(_T.c.episode_id == _E.c.id, *c.turn))
-    return c.episode
 
 
 def _episode_select(*payload_columns: str) -> Select[Any]:
@@ -173,16 +161,17 @@ def list_episodes(
     flt = flt or EpisodeFilter()
     dialect = engine.dialect.name
     search = TextSearch(dialect, flt.text) if flt.text is not None else None
-    where = _episode_where(replace(flt, text=None), dialect)  # the search is added below
+    where = _conditions(replace(flt, text=None), dialect)  # the search is added below
     order = keyset.order_by(sort)
     with engine.connect() as conn:
         page_where = where
         if after is not None:
-            page_where = [*where, keyset.after(conn, sort, after)]
+            page_where = where.also(keyset.after(conn, sort, after))
         read_by = None
         if search is None or limit is None:
             text = [] if search is None else [search.condition()]
-            page = _episode_select("seats").where(*page_where, *text).order_by(*order).limit(limit).offset(offset)
+            page = (_episode_select("seats").where(*page_where.exists(), *text).order_by(*order)
+                    .limit(limit).offset(offset))
             items = [row._asdict() for row in conn.execute(page)]
         else:
             searched = first_matching(conn, page_where, search, sort, offset + limit)
@@ -204,19 +193,19 @@ def _in_order(conn: Connection, ids: list[str], order: list[ColumnElement[Any]])
     return [row._asdict() for row in conn.execute(_episode_select("seats").where(_E.c.id.in_(ids)).order_by(*order))]
 
 
-def _count(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch | None, sort: str,
-           limit: int | None) -> int:
+def _count(conn: Connection, where: Where, search: TextSearch | None, sort: str, limit: int | None) -> int:
     """How many episodes match; with ``limit``, no more than ``limit + 1``, read as: the first
     ``limit + 1`` episodes, or for a search, the episodes of its first ``limit * COUNTED_TURNS``
     matching turns (all of them when fewer match), and when those hold too few episodes, its
     first ``limit + 1`` matching episodes (storage.search_page)."""
+    kept = where.exists()
     if limit is None:
         text = [] if search is None else [search.condition()]
-        return conn.execute(select(func.count()).select_from(_E).where(*where, *text)).scalar_one()
+        return conn.execute(select(func.count()).select_from(_E).where(*kept, *text)).scalar_one()
     if search is not None:
         turns = search.turns().limit(limit * COUNTED_TURNS).subquery()
-        if where:  # the episodes of those turns that the filter keeps
-            matching = and_(_E.c.id == turns.c.episode_id, *where)
+        if kept:  # the episodes of those turns that the filter keeps
+            matching = and_(_E.c.id == turns.c.episode_id, *kept)
             episodes = func.count(distinct(case((_E.c.id.is_not(None), turns.c.episode_id))))
             counted = select(func.count(), episodes).select_from(turns.outerjoin(_E, matching))
         else:  # every turn's episode is kept: no need to look them up
@@ -225,7 +214,7 @@ def _count(conn: Connection, where: list[ColumnElement[bool]], search: TextSearc
         if episodes > limit or read < limit * COUNTED_TURNS:
             return episodes
         return len(first_matching(conn, where, search, sort, limit + 1).ids)
-    first = select(_E.c.id).where(*where).limit(limit + 1).subquery()
+    first = select(_E.c.id).where(*kept).limit(limit + 1).subquery()
     return conn.execute(select(func.count()).select_from(first)).scalar_one()
 
 
@@ -275,7 +264,7 @@ def iter_episodes(
     """Every matching episode in full (as ``get_episode`` returns it), oldest first, read
     ``chunk_size`` episodes at a time."""
     _check_chunk_size(chunk_size)
-    where = _episode_where(flt or EpisodeFilter(), engine.dialect.name)
+    where = _conditions(flt or EpisodeFilter(), engine.dialect.name).exists()
     stmt = _episode_select(*_PAYLOAD).where(*where).order_by(_E.c.started_at, _E.c.id)
     with engine.connect() as conn:
         # yield_per on the statement: on the connection it would stream the child queries too

@@ -10,18 +10,19 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, event, select, text
 
 import storage.search
 import storage.search_page
 from factories import T0, episode_start, record_episode, turn_record
 from storage import keyset
 from storage.engine import open_store
-from storage.models import Episode
-from storage.queries import EpisodeFilter, list_episodes
+from storage.models import Episode, Turn
+from storage.queries import EpisodeFilter, list_episodes, policy_is
 from storage.recorder import Recorder
 from storage.records import EpisodeStatus
 from storage.search import TextSearch
+from storage.where import Where
 
 OLD, NEW = 30, 10
 """episodes whose two turns say "legacy", then newer ones (half of them debates) that do not"""
@@ -95,8 +96,9 @@ RUNS = (("math-reflection", 6), ("debate", 4), ("math-reflection", 8), ("debate"
 @pytest.fixture
 def games(store_url: str) -> Iterator[Engine]:
     """A store of RUNS: every critic turn of a math-reflection episode says "arithmetic" (a word
-    of that game and seat only); every debate has "rebuttal" in its debater_b turn, and the
-    debates of the older run also "precedent" (a word of old debates only)."""
+    of that game and seat only); every debate has "rebuttal" in its debater_b turn (played by
+    the policy "stubborn"), and the debates of the older run also "precedent" in their
+    debater_a turn (a word of old debates only)."""
     engine = open_store(store_url)
     minute = 0
     with Recorder(engine, batch_size=64, flush_interval_s=0.01) as recorder:
@@ -105,12 +107,14 @@ def games(store_url: str) -> Iterator[Engine]:
                 start = episode_start(started_at=T0 + timedelta(minutes=minute), game=game)
                 recorder.episode_started(start)
                 for index in range(2):
+                    played: dict[str, str] = {}
                     if game == "debate":
                         seat = ("debater_a", "debater_b")[index]
                         words = "rebuttal" if index else "opening" + (" precedent" if run == 1 else "")
+                        played = {"policy": "scripted:stubborn", "served_by": "stubborn"} if index else {}
                     else:
                         seat, words = ("actor", "critic")[index], "the arithmetic checks out" if index else "answer"
-                    recorder.turn(turn_record(start.id, index, seat=seat, response=f"{words} {minute}"))
+                    recorder.turn(turn_record(start.id, index, seat=seat, response=f"{words} {minute}", **played))
                 minute += 1
     if engine.dialect.name == "postgresql":
         with engine.begin() as conn:
@@ -122,6 +126,9 @@ def games(store_url: str) -> Iterator[Engine]:
 @pytest.mark.parametrize("fields", [{"game": "debate", "text": "arithmetic"},
                                     {"seat": "debater_b", "text": "arithmetic"},
                                     {"seat": "critic", "text": "rebuttal"},
+                                    {"seat": "debater_a", "text": "precedent"},
+                                    {"policy": "stubborn", "text": "arithmetic"},
+                                    {"policy": "stubborn", "text": "precedent"},
                                     {"game": "debate", "text": "precedent"},
                                     {"game": "math-reflection", "text": "arithmetic"}])
 def test_a_word_of_another_game_or_seat_gives_the_plain_pages_every_way(
@@ -159,6 +166,43 @@ def test_a_word_in_no_episode_of_the_filter_is_walked_through_every_one(
         assert (page.items, page.total, page.read_by) == ([], 0, read_by)
     old = list_episodes(games, EpisodeFilter(game="debate", text="precedent"), limit=2)  # 4 turns: walks on 397
     assert ([e["game"] for e in old.items], old.total, old.read_by) == (["debate"] * 2, 4, "probe")
+
+
+@pytest.mark.parametrize(("turn", "episodes"), [({"seat": "critic"}, 20), ({"policy": "stubborn"}, 10),
+                                                ({"policy": "smollm2@base"}, 30),
+                                                ({"seat": "critic", "policy": "stubborn"}, 0)])
+def test_a_turn_filter_keeps_the_same_episodes_as_exists_and_as_in(games: Engine, turn: dict[str, str],
+                                                                   episodes: int) -> None:
+    """Both conditions on one turn: no critic turn is stubborn's."""
+    where = Where([], [Turn.__table__.c.seat == turn["seat"]] if "seat" in turn else [])
+    if "policy" in turn:
+        where.turn.append(policy_is(turn["policy"]))
+    newest_first = keyset.order_by("-started_at")
+    with games.connect() as conn:
+        kept = [list(conn.scalars(select(Episode.__table__.c.id).where(*form).order_by(*newest_first)))
+                for form in (where.exists(), where.in_())]
+    assert kept[0] == kept[1]
+    assert len(kept[0]) == episodes
+
+
+def test_only_the_walk_on_lists_a_turn_filter_with_in(games: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first walk, like a plain page, wants the first few episodes: EXISTS. The walk on
+    expects to list most of them: IN."""
+    monkeypatch.setattr(storage.search, "COMMON_TURNS", 3)
+    monkeypatch.setattr(storage.search_page, "PROBED_EPISODES", 3)
+    monkeypatch.setattr(storage.search_page, "PROBES_PER_TURN", {"sqlite": 100.0, "postgresql": 100.0})
+    statements: list[str] = []
+    listen = (games, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    event.listen(*listen)
+    try:
+        page = list_episodes(games, EpisodeFilter(seat="debater_b", text="arithmetic"), limit=50)
+    finally:
+        event.remove(*listen)
+    assert (page.items, page.total, page.read_by) == ([], 0, "probe")
+    walks = [sql for sql in statements if "row_number() OVER" in sql]
+    assert len(walks) == 2  # the first walk, then on
+    in_turns = [" IN (SELECT turns.episode_id" in sql for sql in walks]
+    assert in_turns == [False, True]
 
 
 def test_matching_turns_counts_the_few_and_estimates_the_many_on_postgres(
