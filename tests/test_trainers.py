@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from datasets import Dataset
 from safetensors.torch import load_file
 from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_tokenizer
 
@@ -43,6 +44,7 @@ from training.trainers import (
     train_sft,
 )
 from training.trainers.base_config import REPORT_TARGETS
+from training.trainers.data import longest_row_tokens
 from training.trainers.dpo_config import DPO_LOSS_TYPES
 from training.trainers.kto_config import KTO_LOSS_TYPES
 from training.trainers.ppo import policy_terms
@@ -172,6 +174,67 @@ def test_sft_trains_only_its_adapter_and_reports_progress(
         METADATA_FILE,
     ]
     assert [p.name for p in (adapters / "actor").iterdir() if p.name.startswith(".")] == []  # no staging left
+
+
+def test_a_batch_over_max_batch_tokens_trains_in_smaller_passes_of_the_same_effective_batch(
+    tmp_path: Path, base_dir: Path, adapters: Path
+) -> None:
+    before = snapshot(base_dir, adapters / "critic", adapters / "actor" / "v1")
+    result = train_sft(
+        SFT_ROWS,
+        small(SFTTrainingConfig, base_dir, max_batch_tokens=8),  # a row of these is ~20 tokens
+        role="actor",
+        output_dir=adapters / "actor" / "v3",
+        cache_dir=tmp_path / "cache",
+        parent_adapter=None,
+        dataset_snapshot_id=None,
+        progress=None,
+    )
+    assert_trained_alone(result, before=before, initial=None, kind="sft")
+    assert result.metrics["steps"] == 2
+    metadata = read_metadata(result.adapter_dir)
+    assert metadata is not None  # what the run used is what it records
+    assert (metadata.config["per_device_train_batch_size"], metadata.config["gradient_accumulation_steps"]) == (1, 2)
+
+
+def test_longest_row_counts_the_prompt_and_the_longest_answer() -> None:
+    tokenizer = tiny_tokenizer()
+    long_answer = answer("one two three four five six seven eight nine ten")
+    rows = Dataset.from_list([{"prompt": PROMPT, "chosen": answer("5"), "rejected": long_answer},
+                              {"prompt": OTHER_PROMPT, "chosen": answer("Blue."), "rejected": answer("6")}])
+    count = longest_row_tokens(rows, tokenizer)
+    expected = (len(tokenizer(PROMPT[0]["content"], add_special_tokens=False)["input_ids"])
+                + len(tokenizer(long_answer[0]["content"], add_special_tokens=False)["input_ids"]) + 16)
+    assert count == expected
+    assert longest_row_tokens(Dataset.from_list(SFT_ROWS), tokenizer) > 0
+
+
+@pytest.mark.parametrize(
+    ("config_type", "batch", "accumulation", "longest", "budget", "expected"),
+    [
+        (SFTTrainingConfig, 4, 1, 200, 1024, (4, 1)),  # fits: unchanged
+        (SFTTrainingConfig, 4, 1, 400, 1024, (2, 2)),
+        (SFTTrainingConfig, 4, 2, 1000, 1024, (1, 8)),
+        (SFTTrainingConfig, 4, 1, 5000, 1024, (1, 4)),  # nothing fits: one row a pass
+        (DPOTrainingConfig, 4, 1, 300, 1024, (1, 4)),  # a row is two sequences
+        (KTOTrainingConfig, 4, 1, 1000, 1024, (2, 2)),  # KTO's batch stays >= 2
+        (SFTTrainingConfig, 6, 1, 300, 1024, (3, 2)),  # a divisor, so the effective batch is kept
+        (SFTTrainingConfig, 4, 1, 5000, None, (4, 1)),  # never split
+    ],
+)
+def test_split_keeps_the_effective_batch_under_the_token_budget(
+    config_type: type, batch: int, accumulation: int, longest: int, budget: int | None, expected: tuple[int, int]
+) -> None:
+    config = config_type(model="bundled", per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
+                         max_batch_tokens=budget, max_length=4096)
+    split = config.split_for(longest)
+    assert (split.per_device_train_batch_size, split.gradient_accumulation_steps) == expected
+    assert split.per_device_train_batch_size * split.gradient_accumulation_steps == batch * accumulation
+
+
+def test_max_length_caps_the_rows_the_split_sees() -> None:
+    config = SFTTrainingConfig(model="bundled", max_length=256)
+    assert config.split_for(100_000).per_device_train_batch_size == 4  # truncated to 256: 4 x 256 fits
 
 
 @pytest.mark.parametrize(("rpo_alpha", "from_parent"), [(None, False), (1.0, True)], ids=["dpo-fresh", "rpo-parent"])

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, ClassVar
 
 from graphs.policies.base_models import BUNDLED
 from training.trainers.lora import LoraSettings
@@ -173,6 +173,15 @@ class TRLTrainingConfig(TrainingConfig):
             "the bundled 135M model fits without it."
         },
     )
+    max_batch_tokens: int | None = field(
+        default=1024,
+        metadata={
+            "help": "Most tokens one forward pass may hold (rows x sequences per row x the longest row's tokens): "
+            "a larger batch is split into smaller ones with gradient accumulation, the same effective batch in "
+            "less memory. The bundled model's SFT on ~1,000-token textarena rows peaked at 19 GB in batches of "
+            "4 and at 5.7 GB, 30% faster, in passes of one row. None: never split."
+        },
+    )
     trl: dict[str, Any] = field(
         default_factory=dict,
         metadata={
@@ -182,8 +191,17 @@ class TRLTrainingConfig(TrainingConfig):
         },
     )
 
+    sequences_per_row: ClassVar[int | None] = 1
+    """Sequences a row puts in the forward pass (a DPO row: chosen and rejected); None: its
+    batches are never split (GRPO's are its generations)."""
+    min_batch: ClassVar[int] = 1
+    """The smallest batch the trainer accepts (KTO's KL term needs 2)."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be >= 1 or None (never split a batch), got "
+                             f"{self.max_batch_tokens}.")
         if self.device.startswith("cuda:"):
             raise ValueError(
                 f"device {self.device!r}: TRL's trainers place the model on the first visible GPU themselves. "
@@ -191,6 +209,22 @@ class TRLTrainingConfig(TrainingConfig):
             )
         if self.trl:
             self._check_trl_arguments()
+
+    def split_for(self, longest_row: int) -> TRLTrainingConfig:
+        """These settings with the batch split to fit ``max_batch_tokens`` when rows reach
+        ``longest_row`` tokens (at most ``max_length``): the largest divisor of the batch that fits
+        (at least ``min_batch``), with gradient accumulation raised to keep the effective batch."""
+        if self.max_batch_tokens is None or self.sequences_per_row is None:
+            return self
+        per_row = self.sequences_per_row * min(longest_row, self.max_length)
+        batch = self.per_device_train_batch_size
+        divisors = [d for d in range(self.min_batch, batch + 1) if batch % d == 0]
+        fitting = [d for d in divisors if d * per_row <= self.max_batch_tokens]
+        smaller = max(fitting) if fitting else min(divisors, default=batch)
+        if smaller == batch:
+            return self
+        return replace(self, per_device_train_batch_size=smaller,
+                       gradient_accumulation_steps=self.gradient_accumulation_steps * batch // smaller)
 
     @classmethod
     def trl_config_class(cls) -> type:

@@ -37,3 +37,30 @@ def require_columns(dataset: Dataset, kind: str, *alternatives: tuple[str, ...])
         f"The {kind} trainer needs the columns {wanted}; the dataset has {sorted(present)}. Build the "
         f"dataset with the {kind} builder (training.datasets.build_snapshot with kind {kind!r})."
     )
+
+
+TEXT_COLUMNS = ("prompt", "messages")
+ANSWER_COLUMNS = ("completion", "chosen", "rejected")
+TEMPLATE_TOKENS = 8
+"""Tokens the chat template adds per message (role markers): an upper estimate."""
+
+
+def longest_row_tokens(dataset: Dataset, tokenizer: Any) -> int:
+    """Tokens of the longest sequence a row makes (its prompt and longest answer), estimated
+    from the text before TRL tokenises it: what the batch split (``TRLTrainingConfig.split_for``)
+    needs before the trainer is built."""
+    longest = 0
+    for row in dataset.select_columns([c for c in (*TEXT_COLUMNS, *ANSWER_COLUMNS) if c in dataset.column_names]):
+        prompt = sum(_tokens(row[c], tokenizer) for c in TEXT_COLUMNS if c in row)
+        answer = max((_tokens(row[c], tokenizer) for c in ANSWER_COLUMNS if c in row), default=0)
+        longest = max(longest, prompt + answer)
+    return longest
+
+
+def _tokens(value: Any, tokenizer: Any) -> int:
+    """Tokens of a text column: a string, or a list of chat messages."""
+    if isinstance(value, str):
+        return len(tokenizer(value, add_special_tokens=False)["input_ids"])
+    if isinstance(value, list):
+        return sum(TEMPLATE_TOKENS + _tokens(m.get("content") or "", tokenizer) for m in value if isinstance(m, dict))
+    return 0

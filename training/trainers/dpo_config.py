@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from training.trainers.base_config import TRLTrainingConfig
 
@@ -25,6 +25,8 @@ class DPOTrainingConfig(TRLTrainingConfig):
     When continuing a parent adapter, the reference policy is the parent (TRL keeps a frozen
     copy of it); for a fresh adapter, it is the base model.
     """
+
+    sequences_per_row: ClassVar[int | None] = 2  # chosen and rejected
 
     learning_rate: float = field(
         default=5e-5,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from training.trainers.base_config import TRLTrainingConfig
 
@@ -22,6 +22,8 @@ class GRPOTrainingConfig(TRLTrainingConfig):
     ``num_generations`` times. ``max_length`` is not used (the prompt is whatever the game
     asked; GRPO does not truncate it).
     """
+
+    sequences_per_row: ClassVar[int | None] = None  # a batch is its generations
 
     learning_rate: float = field(
         default=1e-5,

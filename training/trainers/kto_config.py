@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from training.trainers.base_config import TRLTrainingConfig
 
@@ -19,6 +19,9 @@ class KTOTrainingConfig(TRLTrainingConfig):
     batch, so it needs ``per_device_train_batch_size >= 2`` (TRL's rule). TRL's KTO reads the
     data in order (``train_sampling_strategy="sequential"``), it does not shuffle.
     """
+
+    sequences_per_row: ClassVar[int | None] = 2  # each completion and its KL counterpart
+    min_batch: ClassVar[int] = 2
 
     learning_rate: float = field(
         default=5e-5,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from training.trainers.base_config import TRLTrainingConfig
 
@@ -17,6 +18,8 @@ class RewardTrainingConfig(TRLTrainingConfig):
     that both answers of every pair are equally hard and difficulty cannot separate them. TRL
     turns dropout off while training a reward model (``disable_dropout``).
     """
+
+    sequences_per_row: ClassVar[int | None] = 2  # the pair's two answers
 
     learning_rate: float = field(
         default=1e-4,

@@ -28,7 +28,7 @@ from storage.models import DatasetKind
 from training.adapter_files import discard
 from training.trainers.adapters import AdapterMetadata, prepare_run, staging_dir, write_adapter
 from training.trainers.base_config import TRLTrainingConfig
-from training.trainers.data import TrainingRows, as_dataset, require_columns
+from training.trainers.data import TrainingRows, as_dataset, longest_row_tokens, require_columns
 from training.trainers.errors import TrainingDivergedError
 from training.trainers.lora import attach_adapter, load_base_model, require_frozen_base, uses_cpu
 from training.trainers.progress import LogCallback, LogFn, ProgressCallback, ProgressFn, TimeBudgetCallback, numeric
@@ -120,6 +120,7 @@ def train_with_trl(
         callbacks += tracker_callbacks([TENSORBOARD], run_folder(config.logging_dir, kind, role))
     if config.max_seconds is not None:
         callbacks.append(TimeBudgetCallback(config.max_seconds))
+    config = config.split_for(longest_row_tokens(dataset, tokenizer))
     staging = staging_dir(output_dir)
     try:
         args = args_cls(
