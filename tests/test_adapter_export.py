@@ -98,7 +98,9 @@ def test_plain_peft_loads_the_export_and_computes_what_sparring_serves(published
     full = AutoModelForCausalLM.from_pretrained(merged.folder).eval()
     ids = torch.tensor([served.prompt_token_ids + served.completion_token_ids])
     with torch.no_grad():
-        assert torch.allclose(full(input_ids=ids).logits, plain(input_ids=ids).logits, atol=1e-4)
+        # (W + BA)x rounds differently from Wx + BAx: up to ~3e-4 on logits of size ~8 in float32
+        # (it depends on the CPU's kernels), where the adapter itself moves them by ~10
+        assert torch.allclose(full(input_ids=ids).logits, plain(input_ids=ids).logits, atol=1e-3)
     assert AutoTokenizer.from_pretrained(merged.folder).get_vocab() == tokenizer.get_vocab()
 
 
