@@ -205,6 +205,19 @@ def test_without_stop_on_correct_the_actor_uses_all_its_turns() -> None:
     ]
 
 
+def test_stop_when_right_has_only_wrong_answers_reviewed_and_refined() -> None:
+    episode = play_reflection(replay("Answer: 6", "Answer: 7"), scripted_bot("always-incorrect"), turns=3,
+                              stop_when_right=True)
+    assert episode.order == [("actor", 0, 0), ("critic", 1, 0), ("actor", 2, 1)]  # the right answer: unreviewed
+    assert [r[:3] for r in episode.rewards] == [
+        ("actor", "correct", 0.0), ("critic", "verdict_correct", 1.0), ("actor", "correct", 1.0)]
+    assert episode.outcome()[1]["correct_by_turn"] == [False, True]
+    right_at_once = play_reflection(replay("Answer: 7"), scripted_bot("always-incorrect"), turns=3,
+                                    stop_when_right=True)
+    assert right_at_once.order == [("actor", 0, 0)]
+    assert right_at_once.outcome()[0] == 1.0
+
+
 def test_five_turns_with_a_critic_that_always_objects() -> None:
     answers = ["6", "6", "8", "7", "7"]
     episode = play_reflection(replay(*(f"Answer: {a}" for a in answers)), scripted_bot("always-incorrect"), turns=5)

@@ -2,7 +2,8 @@
 
 The critic reviews every answer, the last one included, even with ``turns=1``: its verdict
 accuracy is then measured on every episode, and the final review is critic training data
-although no refinement follows it.
+although no refinement follows it. With ``stop_when_right``, a right answer ends the episode
+unreviewed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,6 @@ def build() -> Any:
     graph.add_node("critic", nodes.critic)
     graph.add_edge(START, "actor")
     graph.add_edge("actor", "judge")
-    graph.add_edge("judge", "critic")
+    graph.add_conditional_edges("judge", nodes.after_judge)
     graph.add_conditional_edges("critic", nodes.after_critic)
     return graph.compile().with_config(recursion_limit=RECURSION_LIMIT)

@@ -1,5 +1,5 @@
 """The steps of math-reflection: actor, judge (ground-truth check, no model call), critic,
-and the router that decides whether the actor refines its answer."""
+and the routers that decide whether the critic reviews and the actor refines its answer."""
 
 from __future__ import annotations
 
@@ -83,6 +83,11 @@ async def critic(state: State, runtime: Runtime[EpisodeContext]) -> dict:
         constrained=constrained,
     )
     return {"critiques": [critique]}
+
+
+def after_judge(state: State, runtime: Runtime[EpisodeContext]) -> Literal["critic", "__end__"]:
+    """The critic reviews the answer unless it is right and the game stops when right."""
+    return END if runtime.context.options.stop_when_right and state["correct"][-1] is True else "critic"
 
 
 def after_critic(state: State, runtime: Runtime[EpisodeContext]) -> Literal["actor", "__end__"]:

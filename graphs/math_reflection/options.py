@@ -13,6 +13,9 @@ class ReflectionOptions(GameOptions):
     """most actor answers (1 + refinements)"""
     stop_on_correct: bool = True
     """stop when the critic says the answer is correct"""
+    stop_when_right: bool = False
+    """stop once an answer is right (ground truth), unreviewed: with a stand-in critic that always
+    says "incorrect" (practice), exactly the wrong answers are refined, as a truthful critic would"""
 
     def __post_init__(self) -> None:
         if self.turns < 1:
