@@ -62,12 +62,14 @@ def option_fields(options_type: type[GameOptions]) -> dict[str, tuple[type, Any]
 
 def describe(options: GameOptions) -> list[str]:
     """The options in words, for titles: "2 turns", "stop on correct", "no stop on correct". An
-    option left empty (a default the game fills in, e.g. retrieval's shipped corpus) says nothing."""
+    option left empty (a default the game fills in, e.g. retrieval's shipped corpus) says nothing,
+    nor does a switch that is off by default and left off."""
     words = []
-    for name, value in vars(options).items():
-        if value is None or value == "":
+    for field in dataclasses.fields(options):
+        value = getattr(options, field.name)
+        if value is None or value == "" or (value is False and field.default is False):
             continue
-        label = name.replace("_", " ")
+        label = field.name.replace("_", " ")
         words.append((label if value else f"no {label}") if isinstance(value, bool) else f"{value} {label}")
     return words
 

@@ -596,7 +596,8 @@ def test_option_titles_name_every_set_option_and_skip_empty_defaults() -> None:
         first_search: bool = True
         corpus: str = ""
         env: str | None = None
+        hints: bool = False
 
-    assert describe(Options()) == ["2 searches", "first search"]  # nothing for the empty defaults
-    assert describe(Options(first_search=False, corpus="mine.jsonl", env="Poker")) == [
-        "2 searches", "no first search", "mine.jsonl corpus", "Poker env"]
+    assert describe(Options()) == ["2 searches", "first search"]  # nothing for the empty defaults, nor for hints
+    assert describe(Options(first_search=False, corpus="mine.jsonl", env="Poker", hints=True)) == [
+        "2 searches", "no first search", "mine.jsonl corpus", "Poker env", "hints"]
