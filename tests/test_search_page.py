@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from factories import T0, episode_start, record_episode, turn_record
 from sqlalchemy import Engine, event, select, text
 
 import storage.search
 import storage.search_page
-from factories import T0, episode_start, record_episode, turn_record
 from storage import keyset
 from storage.engine import open_store
 from storage.models import Episode, Turn
