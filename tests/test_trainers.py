@@ -46,6 +46,7 @@ from training.trainers import (
 from training.trainers.base_config import REPORT_TARGETS
 from training.trainers.data import longest_row_tokens
 from training.trainers.dpo_config import DPO_LOSS_TYPES
+from training.trainers.grpo_config import GRPOTrainingConfig
 from training.trainers.kto_config import KTO_LOSS_TYPES
 from training.trainers.ppo import policy_terms
 
@@ -227,9 +228,15 @@ def test_split_keeps_the_effective_batch_under_the_token_budget(
 ) -> None:
     config = config_type(model="bundled", per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
                          max_batch_tokens=budget, max_length=4096)
+    assert config.may_split == (budget is not None)
     split = config.split_for(longest)
     assert (split.per_device_train_batch_size, split.gradient_accumulation_steps) == expected
     assert split.per_device_train_batch_size * split.gradient_accumulation_steps == batch * accumulation
+
+
+def test_a_batch_that_cannot_split_is_not_measured() -> None:
+    assert not GRPOTrainingConfig(model="bundled").may_split  # its batches are its generations
+    assert not KTOTrainingConfig(model="bundled", per_device_train_batch_size=2).may_split  # KTO's least batch
 
 
 def test_max_length_caps_the_rows_the_split_sees() -> None:

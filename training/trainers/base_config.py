@@ -210,11 +210,17 @@ class TRLTrainingConfig(TrainingConfig):
         if self.trl:
             self._check_trl_arguments()
 
+    @property
+    def may_split(self) -> bool:
+        """Whether ``split_for`` can make the batch smaller: worth measuring the rows for."""
+        return (self.max_batch_tokens is not None and self.sequences_per_row is not None
+                and self.per_device_train_batch_size > self.min_batch)
+
     def split_for(self, longest_row: int) -> TRLTrainingConfig:
         """These settings with the batch split to fit ``max_batch_tokens`` when rows reach
         ``longest_row`` tokens (at most ``max_length``): the largest divisor of the batch that fits
         (at least ``min_batch``), with gradient accumulation raised to keep the effective batch."""
-        if self.max_batch_tokens is None or self.sequences_per_row is None:
+        if not self.may_split:
             return self
         per_row = self.sequences_per_row * min(longest_row, self.max_length)
         batch = self.per_device_train_batch_size

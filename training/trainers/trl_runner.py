@@ -120,7 +120,8 @@ def train_with_trl(
         callbacks += tracker_callbacks([TENSORBOARD], run_folder(config.logging_dir, kind, role))
     if config.max_seconds is not None:
         callbacks.append(TimeBudgetCallback(config.max_seconds))
-    config = config.split_for(longest_row_tokens(dataset, tokenizer))
+    if config.may_split:  # reading every row's tokens is needed for nothing else
+        config = config.split_for(longest_row_tokens(dataset, tokenizer))
     staging = staging_dir(output_dir)
     try:
         args = args_cls(
