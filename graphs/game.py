@@ -88,6 +88,21 @@ class TruthVerdicts:
                                     f"incorrect answers); got {dict(self.verdicts)!r}")
 
 
+@dataclass(frozen=True)
+class Refinements:
+    """How a learner seat learns its refinement turn from its checked first answers
+    (``sparring datasets build sft --role SEAT --refinements``): for a task it answered both
+    right and wrong, the prompt of the turn that follows a rejection of the wrong answer,
+    answered with a right answer (a fix), and of the turn that follows a rejection of a right
+    answer, answered with a right answer (a keep). A refinement turn that was never trained
+    breaks right answers it is told are wrong and fixes almost no wrong ones."""
+
+    seat: str
+    refine: Callable[[Sequence[Message], str], list[Message] | None]
+    """(a first answer's logged prompt messages, its response) -> the seat's prompt after that
+    answer was rejected; None for any other prompt (a refinement's own, other wording)"""
+
+
 def question_prompt(task: Task) -> list[Message]:
     """The default first prompt: the bare question."""
     return [{"role": "user", "content": task.question}]
@@ -130,6 +145,8 @@ class GameSpec:
     its episodes. None: every seat plays."""
     truth_verdicts: TruthVerdicts | None = None
     """how a judge-like learner seat can learn its verdicts from the ground truth (None: it cannot)"""
+    refinements: Refinements | None = None
+    """how a learner seat's refinement turn can learn from its first answers (None: it cannot)"""
     bots: Mapping[str, Bot] = field(default_factory=dict)
     """scripted bots the game contributes for its context seats (name -> bot), reachable as
     ``--seat SEAT=scripted:NAME`` and as practice stand-ins (``graphs.policies.scripted.known_bots``)"""
@@ -154,6 +171,8 @@ class GameSpec:
                 problems.append(f"truth verdicts' judge seat {truth.judge_seat!r} is not a learner seat")
             if truth.answer_seat not in names or truth.answer_seat == truth.judge_seat:
                 problems.append(f"truth verdicts' answer seat {truth.answer_seat!r} is not another seat")
+        if self.refinements is not None and self.refinements.seat not in learners:
+            problems.append(f"refinements' seat {self.refinements.seat!r} is not a learner seat")
         try:
             option_fields(self.options)
         except TypeError as exc:

@@ -47,23 +47,27 @@ MaxRowsOption = Annotated[
 ]
 
 
-def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None):
-    """The SFT builder's options from --verdicts and --max-rows (None: the builder's defaults)."""
-    if verdicts is None and max_rows is None:
+def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None,
+                 refinements: bool = False):
+    """The SFT builder's options from --verdicts, --max-rows and --refinements (None: the builder's defaults)."""
+    if verdicts is None and max_rows is None and not refinements:
         return None
     if kind != "sft":
-        fail(f"--verdicts and --max-rows apply to sft rows only, not to {kind}")
+        fail(f"--verdicts, --max-rows and --refinements apply to sft rows only, not to {kind}")
     if max_rows is not None and verdicts != "truth":
         fail("--max-rows caps the rows of --verdicts truth only: add --verdicts truth, or leave --max-rows out")
     from graphs.game import GameContractError
     from graphs.games import UnknownGameError
     from training.datasets import SFTOptions
+    from training.datasets.sft import refinements_of
     from training.datasets.truth_verdicts import truth_verdicts_of
 
     try:
-        options = SFTOptions(verdicts=verdicts or "own", max_rows=max_rows)
+        options = SFTOptions(verdicts=verdicts or "own", max_rows=max_rows, refinements=refinements)
         if options.verdicts == "truth":
             truth_verdicts_of(game, role)
+        if refinements:
+            refinements_of(game, role)
     except (GameContractError, UnknownGameError, ValueError) as exc:
         fail(str(exc))
     return options
@@ -132,6 +136,12 @@ def datasets_build(
     ] = None,
     verdicts: VerdictsOption = None,
     max_rows: MaxRowsOption = None,
+    refinements: Annotated[
+        bool,
+        typer.Option("--refinements", help="sft: also teach the role's refinement turn (math-reflection's actor): for each task it "
+                          "answered both right and wrong at its first turn, the prompt after a rejection of a wrong "
+                          "answer and after a rejection of a right one, each answered with a right answer."),
+    ] = False,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -147,12 +157,14 @@ def datasets_build(
     * `sparring datasets build ppo --role actor --policy actor@v2`
     * `sparring datasets build sft --role critic --verdicts truth --max-rows 128`
       (the critic's rows from the actor's checked answers; --policy then picks the actor's turns)
+    * `sparring datasets build sft --role actor --refinements`
+      (after `sparring play ... --samples 2`: the refinement turn learns to fix and to keep)
     """
     if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
         fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
     if since not in ("latest", "all"):
         fail(f"--since {since!r}: use 'latest' or 'all'")
-    options = _sft_options(kind, game, role, verdicts, max_rows)
+    options = _sft_options(kind, game, role, verdicts, max_rows, refinements)
     log_filter = _log_filter(split, train_on_eval_data, policy)
     settings = settings_or_exit(database_url=db)
     snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter, options=options)

@@ -6,12 +6,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from graphs.credit import CORRECT
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice, TruthVerdicts
+from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice, Refinements, TruthVerdicts
 from graphs.math_reflection.credit import CRITIC_CREDIT, VERDICT_CORRECT
 from graphs.math_reflection.majority import majority_index
 from graphs.math_reflection.metrics import reflection_metrics
 from graphs.math_reflection.options import ReflectionOptions
-from graphs.math_reflection.prompts import ANSWER_FORMAT, VERDICT_LINE, actor_messages, critic_messages
+from graphs.math_reflection.prompts import (
+    ANSWER_FORMAT,
+    VERDICT_LINE,
+    actor_messages,
+    critic_messages,
+    refine_messages,
+)
 from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind
 from graphs.tasks.base import Task
@@ -47,15 +53,29 @@ def outcome(state: dict[str, Any]) -> EpisodeOutcome:
     return EpisodeOutcome(reward=float(correct[-1]) if has_truth else None, summary=summary)
 
 
-def review_of(actor_prompt: Sequence[Message], answer: str) -> list[Message] | None:
-    """The critic's prompt reviewing an actor answer, as the game builds it. The question is read
-    from the actor's first prompt message (``actor_messages``: the turns are logged without their
-    task); None for an actor prompt of other wording."""
+def _question(actor_prompt: Sequence[Message]) -> str | None:
+    """The question of an actor prompt, read from its first message (``actor_messages``: the
+    turns are logged without their task); None for a prompt of other wording."""
     first = actor_prompt[0] if actor_prompt else None
     ending = f"\n{ANSWER_FORMAT}"
     if first is None or first["role"] != "user" or not first["content"].endswith(ending):
         return None
-    return critic_messages(first["content"].removesuffix(ending), answer)
+    return first["content"].removesuffix(ending)
+
+
+def review_of(actor_prompt: Sequence[Message], answer: str) -> list[Message] | None:
+    """The critic's prompt reviewing an actor answer, as the game builds it; None for an actor
+    prompt of other wording."""
+    question = _question(actor_prompt)
+    return None if question is None else critic_messages(question, answer)
+
+
+def rejected(actor_prompt: Sequence[Message], answer: str) -> list[Message] | None:
+    """The actor's refinement prompt after its first answer ``answer`` was called incorrect by a
+    critic that wrote the verdict line alone (a truth-trained critic's whole review); None for a
+    prompt that is not a first answer's."""
+    question = _question(actor_prompt) if len(actor_prompt) == 1 else None
+    return None if question is None else refine_messages(question, answer, VERDICT_INCORRECT_LINE)
 
 
 # the critic's whole response when it answers with the verdict line alone, as constrained decoding writes it
@@ -90,4 +110,5 @@ GAME = GameSpec(
     balanced_seats=frozenset({"critic"}),
     truth_verdicts=TruthVerdicts("critic", "actor", review_of,
                                  {True: VERDICT_CORRECT_LINE, False: VERDICT_INCORRECT_LINE}),
+    refinements=Refinements("actor", rejected),
 )

@@ -24,6 +24,15 @@ Metadata: ``reward`` (the credit), ``episode_id``, ``turn_id``, ``task_id``, ``s
 Counted: ``no_reward``, ``below_threshold``, ``beyond_per_group`` (good turns of a state that
 already had ``per_group`` better or earlier ones), ``balanced_out`` (rows dropped by ``balance``).
 
+With ``refinements``, the seat's refinement turn is taught too (``GameSpec.refinements``): the
+first answers checked against the ground truth (a ``correct`` reward; an unparsed one is wrong)
+are grouped by task, and each task answered both right and wrong adds two rows after the own
+rows: the prompt that follows a rejection of one of its wrong answers, and the prompt that
+follows a rejection of one of its right answers, each answered with one of its right answers
+(seeded choices; ``reward`` 1.0 and the metadata of the right answer's turn). Practice with
+several samples a task (``--practice-samples 2``) makes such tasks. Counted:
+``refinement_one_sided`` (tasks whose first answers were all right or all wrong).
+
 With ``verdicts="truth"``, a judge-like seat's rows are not its own turns but reviews of another
 seat's checked answers, answered with the verdict the ground truth calls for, which another
 builder makes: ``training.datasets.truth_verdicts`` (``threshold``, ``per_group`` and ``balance``
@@ -41,17 +50,20 @@ from typing import Literal
 
 from datasets import Features
 
+from graphs.game import GameContractError, Refinements
+from graphs.games import get_game
+from graphs.policies.base import Message
 from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row
-from training.datasets.credit import turn_credits
+from training.datasets.credit import CORRECT, turn_credits
 from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog
+from training.datasets.reading import EpisodeLog, LoggedTurn
 
 SFTFormat = Literal["messages", "prompt_completion"]
 SFT_FORMATS: tuple[SFTFormat, ...] = ("messages", "prompt_completion")
 Verdicts = Literal["own", "truth"]
 VERDICT_SOURCES: tuple[Verdicts, ...] = ("own", "truth")
-_OWN_TURNS = ("threshold", "per_group", "balance")
+_OWN_TURNS = ("threshold", "per_group", "balance", "refinements")
 """the options that select the role's own turns"""
 
 
@@ -69,6 +81,8 @@ class SFTOptions:
     checked answers with the verdict the ground truth calls for (``truth_verdicts``)"""
     max_rows: int | None = None
     """verdicts truth: the most rows, a seeded choice that keeps them balanced (None: all)"""
+    refinements: bool = False
+    """own rows: also teach the seat's refinement turn from its first answers (module docstring)"""
 
     def __post_init__(self) -> None:
         if self.per_group < 1:
@@ -89,6 +103,19 @@ class SFTOptions:
             raise ValueError("max_rows caps truth-verdict rows only: set verdicts='truth', or leave max_rows unset")
 
 
+def refinements_of(game: str, role: str) -> Refinements:
+    """The game's refinements for ``role``; GameContractError, saying what to do instead, when the
+    game has none or they are another seat's."""
+    refinements = get_game(game).refinements
+    if refinements is None:
+        raise GameContractError(f"game {game!r} declares no refinements (GameSpec.refinements): no seat of it "
+                                "learns a refinement turn from its first answers; build without refinements")
+    if role != refinements.seat:
+        raise GameContractError(f"refinements of {game!r} train its seat {refinements.seat!r}, not {role!r}: build "
+                                f"them with role {refinements.seat!r}, or build {role!r}'s rows without refinements")
+    return refinements
+
+
 class RejectionSampling(Builder[SFTOptions]):
     """The SFT builder of the role's own turns (``verdicts="own"``); truth verdicts are
     ``TruthVerdictRows``' (``snapshots.builder_type`` chooses)."""
@@ -101,6 +128,9 @@ class RejectionSampling(Builder[SFTOptions]):
         if options.verdicts != "own":
             raise ValueError(f"RejectionSampling builds the role's own turns, not verdicts {options.verdicts!r}: "
                              "truth verdicts are TruthVerdictRows' rows (snapshots.builder_type chooses by options)")
+        self._refine = refinements_of(context.game, context.role) if options.refinements else None
+        self._first_answers: dict[str, list[tuple[bool, LoggedTurn, str, list[Message]]]] = {}
+        """task -> (right, turn, episode, the prompt after its rejection) of each checked first answer"""
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
         """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
@@ -114,6 +144,10 @@ class RejectionSampling(Builder[SFTOptions]):
     def add(self, episode: EpisodeLog) -> Iterable[Row]:
         credits = turn_credits(episode, self.context.role)
         for turn in self.role_turns(episode):
+            rejected = self._refine.refine(turn.prompt, turn.text) if self._refine and CORRECT in turn.rewards else None
+            if rejected is not None:
+                self._first_answers.setdefault(episode.task_id, []).append(
+                    (turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected))
             reward = credits.get(turn.turn_id)
             if reward is None:
                 self.skipped["no_reward"] += 1
@@ -149,6 +183,23 @@ class RejectionSampling(Builder[SFTOptions]):
             ordered = self._balanced(ordered)
         for row, _ in ordered:
             yield json.loads(row)
+        yield from self._refinement_rows()
+
+    def _refinement_rows(self) -> Iterator[Row]:
+        rng = random.Random(self.context.seed)
+        for task_id, answers in self._first_answers.items():
+            right = [answer for answer in answers if answer[0]]
+            wrong = [answer for answer in answers if not answer[0]]
+            if not right or not wrong:
+                self.skipped["refinement_one_sided"] += 1
+                continue
+            for *_, rejected in (rng.choice(wrong), rng.choice(right)):  # a fix, then a keep
+                _, turn, episode_id, _ = rng.choice(right)
+                prompt, answer = chat(rejected), assistant(turn.text)
+                text = ({"messages": prompt + answer} if self.options.format == "messages"
+                        else {"prompt": prompt, "completion": answer})
+                yield {**text, "reward": 1.0, "episode_id": episode_id, "turn_id": turn.turn_id,
+                       "task_id": task_id, "seat": turn.seat}
 
     def _balanced(self, ordered: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
         by_label: dict[str | None, list[int]] = {}

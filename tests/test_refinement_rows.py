@@ -1,0 +1,118 @@
+"""Refinement rows: SFT rows that teach math-reflection's actor its refinement turn from its
+checked first answers (``SFTOptions(refinements=True)``), on hand-made logs written by the real
+Recorder into SQLite and PostgreSQL; the game's declaration and the CLI that asks for them."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from typer.testing import CliRunner
+
+from app.cli import app
+from graphs.game import GameContractError, GameSpec, Refinements
+from graphs.games import get_game
+from graphs.math_reflection.prompts import refine_messages
+from storage.recorder import Recorder
+from tests.test_datasets import BASE, build, play_math, rows_of
+from tests.test_games import play_reflection, replay
+from training.datasets import SFTOptions, load_snapshot
+
+REFLECTION = get_game("math-reflection")
+REFINE = SFTOptions(refinements=True)
+runner = CliRunner()
+
+
+def test_the_rows_prompt_is_the_one_the_actor_sees_after_a_bare_rejection() -> None:
+    """Played through the graph with a critic that writes the verdict line alone: the prompt
+    rebuilt from the logged first answer is exactly the actor's logged refinement prompt."""
+    episode = play_reflection(replay("3 + 4 = 6.\nAnswer: 6", "Answer: 7"), replay("Verdict: incorrect", "Verdict: correct"), turns=2)
+    first, _, second = episode.sink.turns[:3]
+    refinements = REFLECTION.refinements
+    assert refinements.seat == "actor"
+    assert refinements.refine(first.messages, first.response) == second.messages
+    assert refinements.refine(second.messages, second.response) is None  # a refinement is no first answer
+    assert refinements.refine([{"role": "user", "content": "What is 2 + 3?"}], "Answer: 5") is None
+
+
+def test_the_contract_refuses_refinements_of_a_seat_that_does_not_learn() -> None:
+    with pytest.raises(GameContractError, match="refinements' seat 'judge' is not a learner seat"):
+        GameSpec(**{**vars(REFLECTION), "refinements": Refinements("judge", REFLECTION.refinements.refine)})
+
+
+def test_each_task_answered_right_and_wrong_adds_a_fix_and_a_keep(store: Engine, tmp_path: Path) -> None:
+    """t1 is answered right twice and wrong once, t2 right only, t3 wrong only: the own rows as
+    without refinements, then t1's fix (after its wrong answer) and keep (after a right one),
+    both answered with one of its right answers; t2 and t3 are one-sided."""
+    with Recorder(store) as rec:
+        played = {(task, answer, i): play_math(rec, task, [answer], ["correct"], minute=i)
+                  for i, (task, answer) in enumerate((("t1", "5"), ("t1", "4"), ("t2", "16"), ("t3", "9"),
+                                                      ("t1", "5")))}
+    own = rows_of(build(store, "sft", "actor", tmp_path).path)
+    result = build(store, "sft", "actor", tmp_path, options=REFINE, seed=3)
+    rows = rows_of(result.path)
+    assert rows[: len(own)] == own
+    assert result.skipped["refinement_one_sided"] == 2
+    fix, keep = rows[len(own):]
+    turns = {p.actor[0].id: (key, p) for key, p in played.items()}
+    right = {turn_id for turn_id, (key, _) in turns.items() if key[:2] == ("t1", "5")}
+    wrong = played[("t1", "4", 1)].actor[0]
+    assert fix["prompt"] == refine_messages("What is 2 + 3?", wrong.response, "Verdict: incorrect")
+    assert keep["prompt"] == refine_messages("What is 2 + 3?", "Answer: 5", "Verdict: incorrect")
+    for row in (fix, keep):
+        assert row["turn_id"] in right and row["completion"] == [{"role": "assistant", "content": "Answer: 5"}]
+        assert (row["task_id"], row["seat"], row["reward"]) == ("t1", "actor", 1.0)
+        assert row["episode_id"] == turns[row["turn_id"]][1].id
+    assert build(store, "sft", "actor", tmp_path, options=REFINE, seed=3).content_hash == result.content_hash
+
+    dataset = load_snapshot(store, result.id, role="actor", base_model=BASE, kind="sft")
+    assert dataset[len(own)]["prompt"] == fix["prompt"]
+    as_messages = rows_of(build(store, "sft", "actor", tmp_path, seed=3,
+                                options=SFTOptions(refinements=True, format="messages")).path)
+    assert [r["messages"] for r in as_messages] == [r["prompt"] + r["completion"] for r in rows]
+
+
+def test_refinement_turns_and_scripted_answers_make_no_refinement_rows(store: Engine, tmp_path: Path) -> None:
+    """Only first answers count: a refinement's answers do not pair up with the first ones, and a
+    scripted actor's answers are never read."""
+    with Recorder(store) as rec:
+        play_math(rec, "t1", ["4", "5"], ["incorrect", "correct"], minute=0)
+        play_math(rec, "t1", ["5"], ["correct"], minute=1, policies={"actor": "scripted:calculator"})
+    result = build(store, "sft", "actor", tmp_path, options=REFINE)
+    rows = rows_of(result.path)
+    assert Counter(r["completion"][0]["content"] for r in rows) == {"Answer: 5": 1}  # the refinement's own row
+    assert result.skipped["refinement_one_sided"] == 1
+
+
+def test_datasets_build_takes_refinements(tmp_path, monkeypatch) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    from storage.engine import open_store
+
+    engine = open_store(url)
+    try:
+        with Recorder(engine) as rec:
+            for i, answer in enumerate(("5", "4")):
+                play_math(rec, "t1", [answer], ["correct"], minute=i)
+    finally:
+        engine.dispose()
+
+    result = runner.invoke(app, ["datasets", "build", "sft", "--role", "actor", "--refinements", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    [built] = json.loads(result.stdout)
+    assert built["rows"] == 3  # the right answer, its fix and its keep
+
+    for args, message in [
+        (["datasets", "build", "sft", "--role", "critic", "--refinements"], "not 'critic'"),
+        (["datasets", "build", "dpo", "--role", "actor", "--refinements"], "apply to sft rows only"),
+        (["datasets", "build", "sft", "--role", "critic", "--verdicts", "truth", "--refinements"],
+         "refinements: options that select the role's own turns"),
+        (["datasets", "build", "sft", "--role", "debater_a", "--game", "debate", "--refinements"],
+         "'debate' declares no refinements"),
+    ]:
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 2 and message in " ".join(refused.output.split()), (args, refused.output)
