@@ -20,6 +20,7 @@ from storage.recorder import Recorder
 from tests.test_datasets import BASE, build, play_math, rows_of
 from tests.test_games import play_reflection, replay
 from training.datasets import SFTOptions, load_snapshot
+from training.loop import RetrainConfig, sft_options
 
 REFLECTION = get_game("math-reflection")
 REFINE = SFTOptions(refinements=True)
@@ -29,7 +30,8 @@ runner = CliRunner()
 def test_the_rows_prompt_is_the_one_the_actor_sees_after_a_bare_rejection() -> None:
     """Played through the graph with a critic that writes the verdict line alone: the prompt
     rebuilt from the logged first answer is exactly the actor's logged refinement prompt."""
-    episode = play_reflection(replay("3 + 4 = 6.\nAnswer: 6", "Answer: 7"), replay("Verdict: incorrect", "Verdict: correct"), turns=2)
+    critic = replay("Verdict: incorrect", "Verdict: correct")
+    episode = play_reflection(replay("3 + 4 = 6.\nAnswer: 6", "Answer: 7"), critic, turns=2)
     first, _, second = episode.sink.turns[:3]
     refinements = REFLECTION.refinements
     assert refinements.seat == "actor"
@@ -116,3 +118,17 @@ def test_datasets_build_takes_refinements(tmp_path, monkeypatch) -> None:
     ]:
         refused = runner.invoke(app, args)
         assert refused.exit_code == 2 and message in " ".join(refused.output.split()), (args, refused.output)
+
+
+def test_retrain_adds_refinement_rows_to_the_refining_seat_only() -> None:
+    refining = RetrainConfig(refinements=True)
+    assert sft_options(RetrainConfig(), REFLECTION, "actor") is None  # off by default
+    assert sft_options(refining, REFLECTION, "actor") == SFTOptions(refinements=True)
+    assert sft_options(refining, REFLECTION, "critic") == SFTOptions(balance=True)
+    both = RetrainConfig(refinements=True, judge_rows="truth", judge_max_rows=8)
+    assert sft_options(both, REFLECTION, "critic") == SFTOptions(verdicts="truth", max_rows=8)
+    with pytest.raises(ValueError, match="game 'debate' declares no refinements"):
+        sft_options(refining, get_game("debate"), "debater_a")
+    with pytest.raises(ValueError, match="refinements make sft rows, but the trainer is dpo"):
+        RetrainConfig(trainer="dpo", refinements=True)
+

@@ -123,8 +123,8 @@ def retrain_file(tmp_path, text: str):
     [
         ("every_episode: 8\n", [], "retrain.yaml, line 1: unknown key 'every_episode' for `sparring retrain` (did you "
          "mean 'every_episodes' or 'every_minutes'?). Valid keys: concurrency, every_episodes, every_minutes, "
-         "judge_max_rows, judge_rows, margin, min_rows, practice, practice_samples, practice_tasks, roles, samples, "
-         "tasks, train, trainer."),
+         "judge_max_rows, judge_rows, margin, min_rows, practice, practice_samples, practice_tasks, refinements, "
+         "roles, samples, tasks, train, trainer."),
         ("rounds: 3\n", [], "unknown key 'rounds' for `sparring retrain`"),  # an option, not a round's setting
         ("samples: 2\nmin_rows: many\n", [], "line 2: 'min_rows' must be an integer, got 'many' (str)"),
         ("roles: critic\n", [], "'roles' must be a list of strings, got 'critic' (str)"),
@@ -142,6 +142,9 @@ def retrain_file(tmp_path, text: str):
          "with 1e-5 to 2e-4. (settings from"),
         ("every_episodes: 1\n", [], "every_episodes (1) must be at least samples (2) (settings from"),
         ("trainer: grpo\n", [], "trainer 'grpo' is not one of sft, dpo, kto, ppo (settings from"),
+        ("refinements: true\ntrainer: dpo\n", [], "refinements make sft rows, but the trainer is dpo"),
+        ("trainer: kto\n", ["--refinements"], "refinements make sft rows, but the trainer is kto"),
+        ("refinements: true\n", ["--game", "debate"], "'debate' declares no refinements"),
     ],
 )
 def test_a_bad_retrain_file_names_the_key_and_the_fix_and_runs_nothing(env, tmp_path, text, options, message):

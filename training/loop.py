@@ -77,6 +77,11 @@ class RetrainConfig:
     judge_max_rows: int = 128
     """judge_rows truth: the most rows a round trains the judge seat on (a seeded, balanced choice;
     the rest of the round's answers are not read again)."""
+    refinements: bool = False
+    """sft rows of the game's refining seat (``GameSpec.refinements``, math-reflection's actor) also
+    teach its refinement turn: a fix and a keep for each task its first answers got both right and
+    wrong this round (``training.datasets.sft``), which takes several samples a task
+    (``practice_samples`` 2)."""
     train_options: dict[str, Any] = field(default_factory=dict)
     """Overrides of the trainer config (learning_rate, num_train_epochs, max_steps...)."""
 
@@ -99,6 +104,9 @@ class RetrainConfig:
         if self.judge_rows == "truth" and self.trainer != "sft":
             raise ValueError(f"judge_rows 'truth' makes sft rows, but the trainer is {self.trainer}: use trainer "
                              "sft, or judge_rows 'own'")
+        if self.refinements and self.trainer != "sft":
+            raise ValueError(f"refinements make sft rows, but the trainer is {self.trainer}: use trainer sft, or "
+                             "leave refinements off")
         if self.judge_max_rows < 2:
             raise ValueError(f"judge_max_rows ({self.judge_max_rows}) must be at least 2 (a correct and an "
                              "incorrect answer)")
@@ -255,7 +263,8 @@ def _fresh_tasks(engine: Engine, game: GameSpec, source: str, wanted: int, seed:
 
 def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions | None:
     """How a round builds ``role``'s rows (None: the builder's defaults): truth verdicts for the
-    game's judge seat when ``judge_rows`` asks for them, balanced own verdicts for its balanced seats."""
+    game's judge seat when ``judge_rows`` asks for them, refinement rows too for its refining seat
+    when ``refinements`` does, balanced own verdicts for its balanced seats."""
     if config.trainer != "sft":
         return None
     truth = game.truth_verdicts
@@ -265,7 +274,14 @@ def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions 
                              "it learns its verdicts from the ground truth; use judge_rows 'own' (--judge-rows own)")
         if role == truth.judge_seat:
             return SFTOptions(verdicts="truth", max_rows=config.judge_max_rows)
-    return SFTOptions(balance=True) if role in game.balanced_seats else None
+    balance = role in game.balanced_seats
+    if config.refinements:
+        if game.refinements is None:
+            raise ValueError(f"game {game.name!r} declares no refinements (GameSpec.refinements): no seat of it "
+                             "learns a refinement turn from its first answers; leave refinements off")
+        if role == game.refinements.seat:
+            return SFTOptions(balance=balance, refinements=True)
+    return SFTOptions(balance=True) if balance else None
 
 
 async def _train_and_gate(

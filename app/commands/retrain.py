@@ -91,6 +91,10 @@ def retrain(
     judge_max_rows: Annotated[int, typer.Option(
         min=2, help="--judge-rows truth: the most rows a round trains the judge seat on (a seeded, balanced "
                     "choice).")] = 128,
+    refinements: Annotated[bool, typer.Option(
+        "--refinements", help="The actor's sft rows also teach its refinement turn: for each task its first answers "
+                              "got both right and wrong, the prompt after a bare rejection of a wrong answer and of a "
+                              "right one, each answered with a right answer (use with --practice-samples 2).")] = False,
     game_options: GameOptionValues = NONE_GIVEN,
     temperature: Annotated[
         float,
@@ -133,6 +137,8 @@ def retrain(
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
     * `sparring retrain --judge-rows truth`   (the critic learns from the truth about every checked
       actor answer, at most --judge-max-rows 128 rows a round, rather than from its own right verdicts)
+    * `sparring retrain --practice-samples 2 --refinements`   (the actor's refinement turn learns to
+      fix a wrong answer and to keep a right one it is told is wrong)
     * `sparring retrain --config retrain.yaml --rounds 3`, with retrain.yaml holding for instance
       `trainer: dpo`, `roles: [critic]`, `min_rows: 32` and `train: {learning_rate: 5e-5,
       loss_type: ipo, lora: {r: 16}}` (an option given here, e.g. `--min-rows 8`, overrides it)
@@ -154,7 +160,7 @@ def retrain(
         "every_episodes": every_episodes, "every_minutes": every_minutes, "samples": samples, "tasks": tasks,
         "practice": practice, "practice_samples": practice_samples, "practice_tasks": practice_tasks,
         "margin": margin, "min_rows": min_rows, "concurrency": concurrency, "judge_rows": judge_rows,
-        "judge_max_rows": judge_max_rows,
+        "judge_max_rows": judge_max_rows, "refinements": refinements,
     })
     source = f" (settings from {config_file} and the options)" if config_file is not None else ""
     try:
