@@ -131,4 +131,3 @@ def test_retrain_adds_refinement_rows_to_the_refining_seat_only() -> None:
         sft_options(refining, get_game("debate"), "debater_a")
     with pytest.raises(ValueError, match="refinements make sft rows, but the trainer is dpo"):
         RetrainConfig(trainer="dpo", refinements=True)
-

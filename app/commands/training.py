@@ -138,7 +138,8 @@ def datasets_build(
     max_rows: MaxRowsOption = None,
     refinements: Annotated[
         bool,
-        typer.Option("--refinements", help="sft: also teach the role's refinement turn (math-reflection's actor): for each task it "
+        typer.Option("--refinements",
+                     help="sft: also teach the role's refinement turn (math-reflection's actor): for each task it "
                           "answered both right and wrong at its first turn, the prompt after a rejection of a wrong "
                           "answer and after a rejection of a right one, each answered with a right answer."),
     ] = False,

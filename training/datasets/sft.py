@@ -44,9 +44,9 @@ from __future__ import annotations
 import heapq
 import json
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from datasets import Features
 
@@ -103,6 +103,16 @@ class SFTOptions:
             raise ValueError("max_rows caps truth-verdict rows only: set verdicts='truth', or leave max_rows unset")
 
 
+class _FirstAnswer(NamedTuple):
+    """A checked first answer of the refining seat (``SFTOptions.refinements``)."""
+
+    right: bool
+    turn: LoggedTurn
+    episode_id: str
+    rejected_prompt: list[Message]
+    """the seat's prompt after this answer was rejected (``Refinements.refine``)"""
+
+
 def refinements_of(game: str, role: str) -> Refinements:
     """The game's refinements for ``role``; GameContractError, saying what to do instead, when the
     game has none or they are another seat's."""
@@ -129,8 +139,8 @@ class RejectionSampling(Builder[SFTOptions]):
             raise ValueError(f"RejectionSampling builds the role's own turns, not verdicts {options.verdicts!r}: "
                              "truth verdicts are TruthVerdictRows' rows (snapshots.builder_type chooses by options)")
         self._refine = refinements_of(context.game, context.role) if options.refinements else None
-        self._first_answers: dict[str, list[tuple[bool, LoggedTurn, str, list[Message]]]] = {}
-        """task -> (right, turn, episode, the prompt after its rejection) of each checked first answer"""
+        self._first_answers: dict[str, list[_FirstAnswer]] = {}
+        """task -> its checked first answers, with ``refinements``"""
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
         """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
@@ -147,7 +157,7 @@ class RejectionSampling(Builder[SFTOptions]):
             rejected = self._refine.refine(turn.prompt, turn.text) if self._refine and CORRECT in turn.rewards else None
             if rejected is not None:
                 self._first_answers.setdefault(episode.task_id, []).append(
-                    (turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected))
+                    _FirstAnswer(turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected))
             reward = credits.get(turn.turn_id)
             if reward is None:
                 self.skipped["no_reward"] += 1
@@ -155,20 +165,7 @@ class RejectionSampling(Builder[SFTOptions]):
             if reward < self.options.threshold:
                 self.skipped["below_threshold"] += 1
                 continue
-            prompt, answer = chat(turn.prompt), assistant(turn.text)
-            text = (
-                {"messages": prompt + answer}
-                if self.options.format == "messages"
-                else {"prompt": prompt, "completion": answer}
-            )
-            row = {
-                **text,
-                "reward": reward,
-                "episode_id": episode.episode_id,
-                "turn_id": turn.turn_id,
-                "task_id": episode.task_id,
-                "seat": turn.seat,
-            }
+            row = self._row(turn.prompt, turn, reward, episode.episode_id, episode.task_id)
             self._read += 1
             kept = self._best.setdefault((turn.seat, turn.prompt_key), [])
             heapq.heappush(kept, (reward, -self._read, json.dumps(row, ensure_ascii=False), turn.parsed_value))
@@ -188,18 +185,25 @@ class RejectionSampling(Builder[SFTOptions]):
     def _refinement_rows(self) -> Iterator[Row]:
         rng = random.Random(self.context.seed)
         for task_id, answers in self._first_answers.items():
-            right = [answer for answer in answers if answer[0]]
-            wrong = [answer for answer in answers if not answer[0]]
+            right = [answer for answer in answers if answer.right]
+            wrong = [answer for answer in answers if not answer.right]
             if not right or not wrong:
                 self.skipped["refinement_one_sided"] += 1
                 continue
-            for *_, rejected in (rng.choice(wrong), rng.choice(right)):  # a fix, then a keep
-                _, turn, episode_id, _ = rng.choice(right)
-                prompt, answer = chat(rejected), assistant(turn.text)
-                text = ({"messages": prompt + answer} if self.options.format == "messages"
-                        else {"prompt": prompt, "completion": answer})
-                yield {**text, "reward": 1.0, "episode_id": episode_id, "turn_id": turn.turn_id,
-                       "task_id": task_id, "seat": turn.seat}
+            for rejected in (rng.choice(wrong), rng.choice(right)):  # a fix, then a keep
+                kept = rng.choice(right)
+                yield self._row(rejected.rejected_prompt, kept.turn, 1.0, kept.episode_id, task_id)
+
+    def _row(self, prompt: Sequence[Message], turn: LoggedTurn, reward: float, episode_id: str, task_id: str) -> Row:
+        """``prompt`` answered with ``turn``'s response, in the build's format, with the turn's metadata."""
+        messages, answer = chat(prompt), assistant(turn.text)
+        text = (
+            {"messages": messages + answer}
+            if self.options.format == "messages"
+            else {"prompt": messages, "completion": answer}
+        )
+        return {**text, "reward": reward, "episode_id": episode_id, "turn_id": turn.turn_id, "task_id": task_id,
+                "seat": turn.seat}
 
     def _balanced(self, ordered: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
         by_label: dict[str | None, list[int]] = {}
