@@ -89,10 +89,15 @@ def test_refinement_turns_and_scripted_answers_make_no_refinement_rows(store: En
     assert result.skipped["refinement_one_sided"] == 1
 
 
-def test_datasets_build_takes_refinements(tmp_path, monkeypatch) -> None:
+def test_datasets_build_and_train_take_refinements(tmp_path, monkeypatch) -> None:
+    """`train sft --refinements` trains on the rows `datasets build sft --refinements` makes (the
+    tiny model stands in for the bundled one); both refuse what the rows cannot be."""
+    from tiny_model import save_tiny_model
+
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     monkeypatch.setenv("SPARRING_DATABASE_URL", url)
     monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SPARRING_MODEL", str(save_tiny_model(tmp_path / "tiny")))
     from storage.engine import open_store
 
     engine = open_store(url)
@@ -103,10 +108,17 @@ def test_datasets_build_takes_refinements(tmp_path, monkeypatch) -> None:
     finally:
         engine.dispose()
 
-    result = runner.invoke(app, ["datasets", "build", "sft", "--role", "actor", "--refinements", "--format", "json"])
+    trained = runner.invoke(app, ["train", "sft", "--role", "actor", "--refinements", "--max-steps", "1",
+                                  "--batch-size", "2", "--format", "json"])
+    assert trained.exit_code == 0, trained.output
+    [job] = json.loads(trained.stdout)
+    assert (job["adapter"], job["rows"]) == ("actor@v1", 3)  # the right answer, its fix and its keep
+
+    result = runner.invoke(app, ["datasets", "build", "sft", "--role", "actor", "--refinements", "--since", "all",
+                                 "--format", "json"])
     assert result.exit_code == 0, result.output
     [built] = json.loads(result.stdout)
-    assert built["rows"] == 3  # the right answer, its fix and its keep
+    assert built["rows"] == 3 and built["snapshot"] != job["dataset"]
 
     for args, message in [
         (["datasets", "build", "sft", "--role", "critic", "--refinements"], "not 'critic'"),
@@ -115,6 +127,9 @@ def test_datasets_build_takes_refinements(tmp_path, monkeypatch) -> None:
          "refinements: options that select the role's own turns"),
         (["datasets", "build", "sft", "--role", "debater_a", "--game", "debate", "--refinements"],
          "'debate' declares no refinements"),
+        (["train", "sft", "--role", "actor", "--refinements", "--dataset", "1"], "snapshot 1 is built already"),
+        (["train", "dpo", "--role", "actor", "--refinements"], "apply to sft rows only"),
+        (["train", "sft", "--role", "critic", "--refinements"], "not 'critic'"),
     ]:
         refused = runner.invoke(app, args)
         assert refused.exit_code == 2 and message in " ".join(refused.output.split()), (args, refused.output)

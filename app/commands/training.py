@@ -45,6 +45,13 @@ MaxRowsOption = Annotated[
     typer.Option(min=2, help="sft --verdicts truth: the most rows (a seeded choice that keeps them balanced).",
                  show_default=False),
 ]
+RefinementsOption = Annotated[
+    bool,
+    typer.Option("--refinements",
+                 help="sft: also teach the role's refinement turn (math-reflection's actor): for each task it "
+                      "answered both right and wrong at its first turn, the prompt after a rejection of a wrong "
+                      "answer and after a rejection of a right one, each answered with a right answer."),
+]
 
 
 def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None,
@@ -136,13 +143,7 @@ def datasets_build(
     ] = None,
     verdicts: VerdictsOption = None,
     max_rows: MaxRowsOption = None,
-    refinements: Annotated[
-        bool,
-        typer.Option("--refinements",
-                     help="sft: also teach the role's refinement turn (math-reflection's actor): for each task it "
-                          "answered both right and wrong at its first turn, the prompt after a rejection of a wrong "
-                          "answer and after a rejection of a right one, each answered with a right answer."),
-    ] = False,
+    refinements: RefinementsOption = False,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -238,6 +239,7 @@ def train(
     dataset: Annotated[int | None, typer.Option(help="Snapshot id; default: build one from new logs.")] = None,
     verdicts: VerdictsOption = None,
     max_rows: MaxRowsOption = None,
+    refinements: RefinementsOption = False,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
     tasks: Annotated[str | None, typer.Option(help="grpo: task source played (train split; default: the game's "
                                                    "own).", show_default=False)] = None,
@@ -284,6 +286,8 @@ def train(
     * `sparring train reward --role verifier --answers actor` (publishes verifier@v1)
     * `sparring train sft --role critic --verdicts truth --max-rows 128` (the critic learns the
       ground truth about the actor's checked answers)
+    * `sparring train sft --role actor --refinements` (after `sparring play ... --samples 2`: the
+      actor's refinement turn learns to fix a wrong answer and to keep a right one)
     * `sparring train dpo --role critic --config dpo.yaml`, with dpo.yaml holding for instance
       `loss_type: ipo`, `lora: {r: 32, alpha: 64}` and `trl: {lr_scheduler_type: cosine}`
     * `accelerate launch --multi_gpu --num_processes 4 -m app.cli train sft --role actor --dataset 12`
@@ -297,10 +301,11 @@ def train(
     except ValueError as exc:
         fail(str(exc))
     rows_role = _rows_role(trainer, role, answers)
-    if dataset is not None and (verdicts is not None or max_rows is not None):
-        fail(f"--verdicts and --max-rows choose the rows of a snapshot this command builds; snapshot {dataset} is "
-             "built already: leave them out, or build one with `sparring datasets build sft --verdicts ...`")
-    sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows)
+    if dataset is not None and (verdicts is not None or max_rows is not None or refinements):
+        fail(f"--verdicts, --max-rows and --refinements choose the rows of a snapshot this command builds; "
+             f"snapshot {dataset} is built already: leave them out, or build one with `sparring datasets build sft "
+             "--verdicts ...` or `--refinements`")
+    sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows, refinements)
     rank = _check_launch(trainer, rows_role, dataset)
     settings = settings_or_exit(database_url=db)
     options = {
