@@ -285,8 +285,10 @@ def test_retrain_practice_gives_the_actor_solo_attempts_before_the_full_episodes
     assert rounds[0]["episodes"] == 10
     engine = open_store(f"sqlite:///{env / 'loop.db'}")
     with engine.connect() as conn:
-        (round_run,) = conn.execute(select(Run.id).where(Run.config["purpose"].as_string() == "retrain round 1"))
+        (round_run,) = conn.execute(select(Run.id, Run.config).where(
+            Run.config["purpose"].as_string() == "retrain round 1"))
         episodes = list(conn.execute(select(Episode.id, Episode.task_id).where(Episode.run_id == round_run[0])))
+    assert round_run[1]["config"]["refinements"] is True  # the default: sft trainer, a game that declares them
     turns = {}
     for turn in iter_turns(engine, EpisodeFilter(run_id=round_run[0])):
         turns.setdefault(turn["episode_id"], []).append(turn)

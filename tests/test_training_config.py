@@ -193,8 +193,9 @@ def test_a_retrain_round_runs_with_the_file_and_the_options_given(env, tmp_path)
         [config] = [c["config"] for c in conn.scalars(select(Run.config)) if c["purpose"] == "retrain round 1"]
     engine.dispose()
     assert {k: config[k] for k in ("trainer", "roles", "every_episodes", "samples", "practice", "min_rows",
-                                   "concurrency", "margin")} == {
+                                   "concurrency", "margin", "practice_samples", "refinements")} == {
         "trainer": "dpo", "roles": ["critic"], "every_episodes": 4, "samples": 1, "practice": 0, "min_rows": 50,
-        "concurrency": 2, "margin": 0.0}
+        "concurrency": 2, "margin": 0.0, "practice_samples": 2,
+        "refinements": False}  # refinement rows are sft rows: the default turns them on for sft only
     assert config["train_options"] == {"learning_rate": 5e-5, "num_train_epochs": 3.0, "lora": {"r": 8},
                                        "max_steps": 2}

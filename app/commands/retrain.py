@@ -73,7 +73,8 @@ def retrain(
     practice: Annotated[int, typer.Option(
         min=0, help="Solo practice episodes of the game's practising seat per round (one model answer each).")] = 512,
     practice_samples: Annotated[int, typer.Option(
-        min=1, help="Practice attempts per task (1: every right answer is a distinct problem to learn from).")] = 1,
+        min=1, help="Practice attempts per task (2: tasks answered both right and wrong, the refinement rows' "
+                    "material; 1: every right answer is a distinct problem).")] = 2,
     practice_tasks: Annotated[str | None, typer.Option(
         help="Task source of practice (default: --tasks; for the arithmetic generator its level 1, where the "
              "bundled model answers about 1 in 5 right at 0.3: right answers to learn from).")] = None,
@@ -91,10 +92,12 @@ def retrain(
     judge_max_rows: Annotated[int, typer.Option(
         min=2, help="--judge-rows truth: the most rows a round trains the judge seat on (a seeded, balanced "
                     "choice).")] = 128,
-    refinements: Annotated[bool, typer.Option(
-        "--refinements", help="The actor's sft rows also teach its refinement turn: for each task its first answers "
-                              "got both right and wrong, the prompt after a bare rejection of a wrong answer and of a "
-                              "right one, each answered with a right answer (use with --practice-samples 2).")] = False,
+    refinements: Annotated[bool | None, typer.Option(
+        "--refinements/--no-refinements",
+        help="The actor's sft rows also teach its refinement turn: for each task its first answers got both right "
+             "and wrong, the prompt after a bare rejection of a wrong answer and of a right one, each answered with "
+             "a right answer (default: on with the sft trainer, for a game that declares refinements).",
+        show_default=False)] = None,
     game_options: GameOptionValues = NONE_GIVEN,
     temperature: Annotated[
         float,
@@ -125,9 +128,10 @@ def retrain(
     on the held-out tasks (greedy, same seeds every round). A role whose step fails (no new
     rows, a crashed trainer, a rejected candidate) is recorded and the loop goes on with the
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: the
-    actor first practises alone (--practice), then full episodes are played; one round on the
-    bundled model took 12 minutes on 2 CPU cores with native bfloat16 and 24 on 2 cores without
-    it, in float32 (200 held-out tasks per evaluation).
+    actor first practises alone (--practice, two attempts a task), then full episodes are
+    played, and its rows also teach its refinement turn (--refinements); one round on the
+    bundled model took 15 to 20 minutes on 2 CPU cores with native bfloat16 (200 held-out
+    tasks per evaluation; CPUs without it play in float32, each step about 2.5x as long).
 
     Examples:
 
@@ -137,8 +141,8 @@ def retrain(
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
     * `sparring retrain --judge-rows truth`   (the critic learns from the truth about every checked
       actor answer, at most --judge-max-rows 128 rows a round, rather than from its own right verdicts)
-    * `sparring retrain --practice-samples 2 --refinements`   (the actor's refinement turn learns to
-      fix a wrong answer and to keep a right one it is told is wrong)
+    * `sparring retrain --practice-samples 1 --no-refinements`   (one attempt at each of 512
+      problems, first answers only: quicker training, and no lesson for the refinement turn)
     * `sparring retrain --config retrain.yaml --rounds 3`, with retrain.yaml holding for instance
       `trainer: dpo`, `roles: [critic]`, `min_rows: 32` and `train: {learning_rate: 5e-5,
       loss_type: ipo, lora: {r: 16}}` (an option given here, e.g. `--min-rows 8`, overrides it)
@@ -171,6 +175,8 @@ def retrain(
             "roles": chosen["roles"] or tuple(spec.gate_metrics),
             "tasks": tasks,
             "practice_tasks": chosen["practice_tasks"] or ("arithmetic:1" if tasks == "arithmetic" else tasks),
+            "refinements": chosen["refinements"] if chosen["refinements"] is not None
+            else chosen["trainer"] == "sft" and spec.refinements is not None,
         })
     except (UnknownGameError, ValueError) as exc:
         fail(str(exc) + source)
