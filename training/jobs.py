@@ -141,6 +141,9 @@ def run_training_job(
             parent=parent.name if parent else None, dataset_snapshot_id=dataset_snapshot_id,
             metrics=result.metrics,
         )
+        # succeeded before its folder goes: a process killed in between leaves the folder, which
+        # fail_stale_jobs then removes; the other order left a job running that nothing would fail
+        finish(status=JobStatus.SUCCEEDED, adapter_version_id=record.id, metrics=result.metrics)
     except BaseException as exc:
         finish(status=JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         if isinstance(exc, Exception):
@@ -148,7 +151,6 @@ def run_training_job(
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    finish(status=JobStatus.SUCCEEDED, adapter_version_id=record.id, metrics=result.metrics)
     return JobResult(job_id, record, result.metrics)
 
 
