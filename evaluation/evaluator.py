@@ -7,7 +7,9 @@ one evaluation takes minutes, so an evaluation is keyed by everything that decid
 outcome: the game, each seat's backend, model, adapter and decoding (always greedy), a
 digest of the tasks (ids, questions and answers), the seed and the game options. Before
 playing, the evaluator looks for a finished run of the same key with no failed episode, in
-this process's memory and then in the store, and reuses its figures.
+this process's memory and then in the store, and reuses its figures. Within one evaluator, a
+greedy request a model seat already answered in an earlier evaluation (the same adapter,
+messages and decoding) is answered from memory (``evaluation.replay``).
 
 Each evaluation is a run of its own. Its ``config`` is ``{"purpose": label, "evaluation":
 key, "eval_key": digest of key}``; when it finishes, its ``summary`` is exactly::
@@ -32,6 +34,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from evaluation.metrics import run_estimates
+from evaluation.replay import GreedyReplay
 from evaluation.stats import Estimate
 from graphs.context import GameOptions
 from graphs.games import GameSpec
@@ -113,6 +116,8 @@ class Evaluator:
     concurrency: int = 16
     say: Callable[[str], None] = lambda message: None
     progress: PhaseProgress = lambda phase, done, total: None
+    replay: GreedyReplay = field(default_factory=GreedyReplay, repr=False)
+    """Greedy answers of earlier evaluations, replayed (shared by the evaluators of one command)."""
     _memory: dict[str, EvaluationResult] = field(default_factory=dict, repr=False)
 
     def key(self, policies: Mapping[str, Policy]) -> dict[str, Any]:
@@ -148,7 +153,8 @@ class Evaluator:
         with Recorder(self.engine) as recorder:
             recorder.start_run(run)
             try:
-                report = await play(self.game, self.tasks, played, recorder, concurrency=self.concurrency,
+                replaying = {seat: replace(p, backend=self.replay.wrap(p.backend)) for seat, p in played.items()}
+                report = await play(self.game, self.tasks, replaying, recorder, concurrency=self.concurrency,
                                     seed=self.seed, options=self.options, run_id=run.id, on_episode=advance)
             except BaseException as exc:  # the run is never reused: only finished runs are
                 status = "failed" if isinstance(exc, Exception) else "interrupted"

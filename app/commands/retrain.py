@@ -222,7 +222,8 @@ def retrain(
             evaluate = Evaluator(engine, spec, heldout, settings.seed, options, concurrency, say=say, progress=bars)
             # the same evaluator when the report plays the gate's tasks, so each figure is measured once
             measure = evaluate if reported is heldout else Evaluator(
-                engine, spec, reported, settings.seed, options, concurrency, say=say, progress=bars)
+                engine, spec, reported, settings.seed, options, concurrency, say=say, progress=bars,
+                replay=evaluate.replay)
             figures: dict[str, dict[str, Any]] = {}
             outcomes = []
             with progress:
