@@ -6,6 +6,12 @@ In one run, on the configured model (bundled SmolLM2-135M by default, CPU):
   B = 1 runs a few prompts one after another), counting real completion tokens;
 * play: ``math-reflection`` with every turn played (actor, critic, actor, critic), greedy, at
   concurrency C = B, logged to a fresh SQLite file; generated tokens / wall time;
+* raw on the same work: the play's own requests, read back from its store, through raw
+  ``model.generate`` turn by turn (every episode's first actor prompt, then every first
+  critic prompt...) in batches of C, as static batching would play them: the same prompts
+  and token budget, so ``play / same-work raw`` is what the backend, LangGraph, the verifier
+  and the recorder cost (the first ratio also counts the critic's long prompts, which the
+  actor-only baseline never prefills);
 * logging: the same concurrency-16 play with the real recorder vs a recorder that drops
   everything (`NullRecorder`), alternated and repeated; the median wall times are compared;
 * compute limit: tokens/s if every forward pass ran at the machine's matmul peak in the
@@ -15,7 +21,7 @@ In one run, on the configured model (bundled SmolLM2-135M by default, CPU):
   each measured rate as a fraction of it.
 
 The play figure is the honest one for users: it includes the critic's longer prompts, the
-verifier, LangGraph and the recorder, which the raw baseline does not pay for.
+verifier, LangGraph and the recorder, which the actor-only raw baseline does not pay for.
 
     python bench/play_throughput.py
     python bench/play_throughput.py --sizes 1 16 --max-new-tokens 48 --repeats 1
@@ -34,6 +40,7 @@ import time
 from pathlib import Path
 
 import torch
+from sqlalchemy import select
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -49,6 +56,7 @@ from graphs.policies.policy import Policy  # noqa: E402
 from graphs.runner import play  # noqa: E402
 from graphs.tasks import load_tasks  # noqa: E402
 from storage.engine import open_store  # noqa: E402
+from storage.models import Turn, TurnPayload  # noqa: E402
 from storage.recorder import NullRecorder, Recorder  # noqa: E402
 
 SEQUENTIAL_PROMPTS = 4
@@ -78,8 +86,35 @@ def raw_tokens_per_s(backend: InProcessBackend, tasks, size: int, max_new_tokens
     return tokens / (time.perf_counter() - started)
 
 
-def play_once(backend, tasks, concurrency: int, max_new_tokens: int, sink) -> tuple[float, float]:
-    """(tokens/s, wall seconds) of one play."""
+def played_waves(engine, episode_ids: list[str]) -> list[list[list[dict]]]:
+    """The messages of each request the play made, grouped by turn index (wave 0: every
+    episode's first actor prompt, wave 1: the critic prompts that followed...), in episode order."""
+    order = {e: i for i, e in enumerate(episode_ids)}
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(Turn.episode_id, Turn.idx, TurnPayload.messages)
+            .join(TurnPayload, TurnPayload.turn_id == Turn.id)
+            .where(Turn.episode_id.in_(episode_ids))
+        ).all()
+    waves: dict[int, list[tuple[int, list[dict]]]] = {}
+    for episode_id, idx, messages in rows:
+        waves.setdefault(idx, []).append((order[episode_id], messages))
+    return [[m for _, m in sorted(waves[i], key=lambda pair: pair[0])] for i in sorted(waves)]
+
+
+def same_work_tokens_per_s(backend: InProcessBackend, waves, size: int, max_new_tokens: int) -> float:
+    """Raw ``generate`` over the play's own requests, wave after wave, ``size`` prompts a batch."""
+    model, tokenizer = backend.model, backend.tokenizer
+    raw_generate(model, tokenizer, waves[0][:size], 4)  # warm-up
+    started, tokens = time.perf_counter(), 0
+    for wave in waves:
+        for i in range(0, len(wave), size):
+            tokens += sum(len(c) for c in raw_generate(model, tokenizer, wave[i : i + size], max_new_tokens))
+    return tokens / (time.perf_counter() - started)
+
+
+def play_once(backend, tasks, concurrency: int, max_new_tokens: int, sink) -> tuple[float, float, list[str]]:
+    """(tokens/s, wall seconds, episode ids) of one play."""
     backend.stats = type(backend.stats)()
     game = get_game("math-reflection")
     policy = Policy(backend, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
@@ -91,7 +126,7 @@ def play_once(backend, tasks, concurrency: int, max_new_tokens: int, sink) -> tu
         sink.flush()
     if report.count("succeeded") != len(tasks):
         raise SystemExit(f"bench play had failures: {[e.error for e in report.episodes if e.error][:3]}")
-    return report.tokens_per_s, report.wall_s
+    return report.tokens_per_s, report.wall_s, [e.episode_id for e in report.episodes]
 
 
 def logging_overhead(backend, engine, tasks, size: int, args: argparse.Namespace) -> None:
@@ -134,15 +169,18 @@ def main() -> None:
         print(f"compute limit: {params / 1e6:.1f} M params x 2 = {2 * params / 1e9:.2f} GFLOP/token; "
               f"{str(dtype).removeprefix('torch.')} matmul peak {peak / 1e9:.1f} GFLOP/s ({MATMUL_SIZE}^2) "
               f"-> {limit:.0f} tok/s")
-        print(f"{'concurrency':>11} {'raw tok/s':>10} {'play tok/s':>11} {'play/raw':>9} {'raw/limit':>10} "
+        print("raw: actor prompts only; same: the play's own requests, turn by turn (tok/s)")
+        print(f"{'C':>3} {'raw':>7} {'same':>7} {'play':>7} {'play/raw':>9} {'play/same':>10} "
               f"{'play/limit':>11} {'rows/step':>10}")
         for size in args.sizes:
             raw = raw_tokens_per_s(backend, tasks, size, args.max_new_tokens)
             episodes = tasks[: max(size, SEQUENTIAL_PROMPTS)]
             with Recorder(engine) as recorder:
-                rate, _ = play_once(backend, episodes, size, args.max_new_tokens, recorder)
-            print(f"{size:>11} {raw:>10.1f} {rate:>11.1f} {rate / raw:>9.2f} {raw / limit:>10.1%} "
-                  f"{rate / limit:>11.1%} {backend.stats.mean_rows_per_step:>10.1f}")
+                rate, _, episode_ids = play_once(backend, episodes, size, args.max_new_tokens, recorder)
+            rows_per_step = backend.stats.mean_rows_per_step
+            same = same_work_tokens_per_s(backend, played_waves(engine, episode_ids), size, args.max_new_tokens)
+            print(f"{size:>3} {raw:>7.1f} {same:>7.1f} {rate:>7.1f} {rate / raw:>9.2f} {rate / same:>10.2f} "
+                  f"{rate / limit:>11.1%} {rows_per_step:>10.1f}")
         if args.repeats >= 1:
             logging_overhead(backend, engine, tasks, 16 if 16 in args.sizes else args.sizes[-1], args)
     asyncio.run(backend.aclose())
