@@ -104,7 +104,9 @@ def retrain(
         typer.Option(min=0.0, help="Temperature of training episodes (bundled model: 9.4% right at 0.3, 2% at 0.7)."),
     ] = 0.3,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 64,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", "-c", min=1, help="Episodes played at once (all of them wait on the model together: "
+        "SPARRING_MAX_BATCH_SIZE of their requests are decoded in one batch).")] = 256,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
     learning_rate: Annotated[float | None, typer.Option(help="Trainer learning rate (default: the trainer's).")] = None,
     epochs: Annotated[float | None, typer.Option(
@@ -130,7 +132,7 @@ def retrain(
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: the
     actor first practises alone (--practice, two attempts a task), then full episodes are
     played, and its rows also teach its refinement turn (--refinements); one round on the
-    bundled model took 15 to 20 minutes on 2 CPU cores with native bfloat16 (200 held-out
+    bundled model took 12 to 20 minutes on 2 CPU cores with native bfloat16 (200 held-out
     tasks per evaluation; CPUs without it play in float32, each step about 2.5x as long).
 
     Examples:
