@@ -653,3 +653,10 @@ def test_choices_match_the_installed_trl_and_transformers() -> None:
     arguments = DPOTrainingConfig(rpo_alpha=0.5).trl_arguments(output_dir="unused", bf16=False, use_cpu=True)
     trl_config = DPOConfig(**arguments)
     assert (trl_config.loss_type, trl_config.loss_weights) == (["sigmoid", "sft"], [1.0, 0.5])
+    # SFT batches rows of similar length together (less padding) unless told not to
+    from trl import SFTConfig
+
+    for grouped, sampler in ((True, "group_by_length"), (False, "random")):
+        arguments = SFTTrainingConfig(group_by_length=grouped).trl_arguments(output_dir="unused", bf16=False,
+                                                                            use_cpu=True)
+        assert SFTConfig(**arguments).train_sampling_strategy == sampler
