@@ -21,6 +21,11 @@ DbOption = Annotated[
     str | None, typer.Option("--db", help="Database URL; overrides SPARRING_DATABASE_URL.", show_default=False)
 ]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+ConcurrencyOption = Annotated[int, typer.Option(
+    "--concurrency", "-c", min=1, help="Episodes played at once (all of them wait on the model together: "
+    "SPARRING_MAX_BATCH_SIZE of their requests are decoded in one batch).")]
+"""--concurrency of the commands that evaluate (eval, deploy, retrain), default 256: 200 held-out
+episodes of the bundled model took 97 s in one batch against 152 s at concurrency 64."""
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

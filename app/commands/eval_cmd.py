@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from app.commands.common import (
+    ConcurrencyOption,
     DbOption,
     FormatOption,
     clean_up_stale_work,
@@ -51,9 +52,7 @@ def evaluate(
     ] = 200,
     game_options: GameOptionValues = NONE_GIVEN,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
-    concurrency: Annotated[int, typer.Option(
-        "--concurrency", "-c", min=1, help="Episodes played at once (all of them wait on the model together: "
-        "SPARRING_MAX_BATCH_SIZE of their requests are decoded in one batch).")] = 256,
+    concurrency: ConcurrencyOption = 256,
     seed: Annotated[int | None, typer.Option(help="Seed for task choice and episodes (default: settings).")] = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,

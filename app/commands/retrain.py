@@ -10,6 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from app.commands.common import (
+    ConcurrencyOption,
     DbOption,
     FormatOption,
     clean_up_stale_work,
@@ -104,9 +105,7 @@ def retrain(
         typer.Option(min=0.0, help="Temperature of training episodes (bundled model: 9.4% right at 0.3, 2% at 0.7)."),
     ] = 0.3,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
-    concurrency: Annotated[int, typer.Option(
-        "--concurrency", "-c", min=1, help="Episodes played at once (all of them wait on the model together: "
-        "SPARRING_MAX_BATCH_SIZE of their requests are decoded in one batch).")] = 256,
+    concurrency: ConcurrencyOption = 256,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
     learning_rate: Annotated[float | None, typer.Option(help="Trainer learning rate (default: the trainer's).")] = None,
     epochs: Annotated[float | None, typer.Option(

@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import (
+    ConcurrencyOption,
     DbOption,
     FormatOption,
     clean_up_stale_work,
@@ -516,9 +517,7 @@ def deploy(
     margin: Annotated[float, typer.Option(min=0.0, help="How much worse than the active version is tolerated.")] = 0.0,
     game_options: GameOptionValues = NONE_GIVEN,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 160,
-    concurrency: Annotated[int, typer.Option(
-        "--concurrency", "-c", min=1, help="Episodes played at once (all of them wait on the model together: "
-        "SPARRING_MAX_BATCH_SIZE of their requests are decoded in one batch).")] = 256,
+    concurrency: ConcurrencyOption = 256,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
