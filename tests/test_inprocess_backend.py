@@ -27,6 +27,7 @@ from graphs.policies.base import (
     UnknownAdapterError,
 )
 from graphs.policies.inprocess import InProcessBackend
+from graphs.policies.lora_merge import AdapterMerger
 from graphs.policies.sampling import Sampler, nucleus_floor
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=12)
@@ -873,23 +874,26 @@ def test_a_free_part_ended_by_eos_or_a_stop_string_still_gets_its_final_line(bac
     check(ended, backend.tokenizer.decode(full.completion_token_ids[:k]))
 
 
-def test_a_bfloat16_model_serves_adapters_unmerged_so_a_small_update_is_not_rounded_away(
-    tokenizer, adapter_dirs
-) -> None:
-    """bfloat16 keeps 8 bits of mantissa: merging a small LoRA update into its weights would
-    round much of it away. A bfloat16 backend serves adapters unmerged, and its adapter's
-    output matches PEFT's own (unmerged) forward on the same bfloat16 model."""
+def test_a_bfloat16_model_serves_an_adapter_merged_by_stochastic_rounding(tokenizer, adapter_dirs) -> None:
+    """bfloat16 keeps 8 bits of mantissa: a bfloat16 backend merges a single adapter with
+    stochastic rounding (``lora_merge``; the update kept on average, tests/test_lora_merge.py),
+    from a fixed seed: its answer is that of PEFT's model merged the same way, and the base
+    weights come back exactly."""
     model = tiny_model(tokenizer).to(torch.bfloat16)
+    weights = {name: p.detach().clone() for name, p in model.named_parameters()}
     backend = InProcessBackend(model, tokenizer, model_name="tiny")
     try:
         assert backend.precision == "bfloat16"
         asyncio.run(backend.load_adapter("a", str(adapter_dirs["a"])))
         served = one(backend, PROMPTS[0], adapter="a")
+        assert backend._adapters.merger is not None and backend._adapters.merger.merged == "a"
         base = one(backend, PROMPTS[0])
-        assert backend._adapters.merger is None
+        asyncio.run(backend.unload_adapter("a"))
+        assert all(torch.equal(p, weights[name]) for name, p in model.named_parameters())
     finally:
         asyncio.run(backend.aclose())
-    reference = PeftModel.from_pretrained(tiny_model(tokenizer).to(torch.bfloat16), str(adapter_dirs["a"]))
+    reference = PeftModel.from_pretrained(tiny_model(tokenizer).to(torch.bfloat16), str(adapter_dirs["a"])).eval()
+    AdapterMerger(reference).merge("default")
     ids = torch.tensor([served.prompt_token_ids])
     with torch.inference_mode():
         expected = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,

@@ -2,8 +2,8 @@
 
 The model run is the base model while no adapter is loaded and PEFT's wrapper of it while
 any is: PEFT cannot run a forward pass with zero adapters, so the first load wraps the base
-model and the last unload unwraps it. On CPU in float32 an ``AdapterMerger`` merges the
-adapter of single-adapter batches (``graphs.policies.adapter_switch``). Loading and unloading
+model and the last unload unwraps it. On CPU (float32 or bfloat16) an ``AdapterMerger`` merges
+the adapter of single-adapter batches (``graphs.policies.adapter_switch``). Loading and unloading
 run on the backend's worker thread, between batches; the names loaded are also read from the
 event loop, under a lock.
 """
@@ -37,7 +37,7 @@ class LoadedAdapters:
         self.model: torch.nn.Module = model.eval()
         """The base model, or PEFT's wrapper of it while adapters are loaded."""
         self.merger: AdapterMerger | None = None
-        """With the wrapper on CPU in float32: merges the adapter of single-adapter batches."""
+        """With the wrapper on CPU in float32 or bfloat16: merges the adapter of single-adapter batches."""
         self._model_name = model_name
         self._peft: PeftModelForCausalLM | None = None
         self._paths: dict[str, Path] = {}
@@ -81,9 +81,9 @@ class LoadedAdapters:
             if self._peft is None:
                 self._peft = PeftModelForCausalLM(self.model, config, adapter_name=name)
                 self.model = self._peft
-                # bfloat16 weights would round a small LoRA update away: merge only float32 ones
+                # float16 would need its own rounding (lora_merge); GPUs keep no copy of the weights
                 base = self._peft.get_base_model()
-                merge = base.device.type == "cpu" and base.dtype == torch.float32
+                merge = base.device.type == "cpu" and base.dtype in (torch.float32, torch.bfloat16)
                 self.merger = AdapterMerger(self._peft) if merge else None
             result = self._peft.load_adapter(str(path), adapter_name=name)
             check_loaded_keys(name, result.missing_keys, result.unexpected_keys)
@@ -116,6 +116,7 @@ class LoadedAdapters:
             return
         if self.merger is not None:
             self.merger.unmerge()
+            self.merger.forget(name)
         if last:
             self.model = self._peft.unload()
             self._peft = self.merger = None
