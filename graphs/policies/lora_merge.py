@@ -18,8 +18,10 @@ update survives on average over a layer's inputs, as it does when a float32 chec
 to bfloat16. On the bundled model with a trained actor adapter (its update's projection kept:
 1.00 stochastic, 0.77 nearest), 200 arithmetic problems, greedy, batches of 200: answers agreed
 with float32 serving on 139 problems merged against 127 unmerged (float32 LoRA matmuls beside
-the bfloat16 base), and decoding took 79 s against 107 s. The merged weights of the last adapter
-are kept, so merging it again after a mixed batch is a copy.
+the bfloat16 base), and decoding took 79 s against 107 s. The rounded weights of the last adapter
+are kept, so merging it again after a mixed batch draws no new noise; PEFT's own merge still runs
+first each time (it is what tells PEFT's forward to skip the LoRA path), and its values are
+overwritten.
 """
 
 from __future__ import annotations
