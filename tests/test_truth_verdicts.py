@@ -25,7 +25,7 @@ from tests.test_datasets import BASE, QUESTIONS, build, play_math, record_math_l
 from tests.test_games import play_reflection, replay
 from training.datasets import EmptyDatasetError, LogFilter, SFTOptions, load_snapshot
 from training.datasets.balance import answer_rank
-from training.loop import RetrainConfig, sft_options
+from training.loop import RetrainConfig, default_judge_rows, sft_options
 
 REFLECTION = get_game("math-reflection")
 TRUTH = SFTOptions(verdicts="truth")
@@ -250,6 +250,13 @@ def test_retrain_chooses_the_critic_rows_by_judge_rows() -> None:
         RetrainConfig(judge_rows="theirs")
     with pytest.raises(ValueError, match=r"judge_max_rows \(1\) must be at least 2"):
         RetrainConfig(judge_max_rows=1)
+
+
+def test_the_judge_learns_from_the_truth_by_default_only_over_several_rounds() -> None:
+    assert default_judge_rows(REFLECTION, "sft", 3) == "truth"
+    assert default_judge_rows(REFLECTION, "sft", 1) == "own"  # the main job: no time to train the critic
+    assert default_judge_rows(REFLECTION, "dpo", 3) == "own"  # truth verdicts are sft rows
+    assert default_judge_rows(get_game("debate"), "sft", 3) == "own"  # no truth verdicts declared
 
 
 @pytest.mark.parametrize(("text", "options", "message"), [

@@ -73,10 +73,12 @@ class RetrainConfig:
     """sft rows of the game's judge-like seat (``GameSpec.truth_verdicts``, math-reflection's critic):
     own, its own right verdicts, balanced across labels; truth, reviews of the answering seat's
     answers checked against the ground truth (practice included), with the verdict the truth calls
-    for, balanced at each difficulty (``training.datasets.truth_verdicts``)."""
-    judge_max_rows: int = 128
+    for, balanced at each difficulty (``training.datasets.truth_verdicts``). `sparring retrain`
+    chooses by ``default_judge_rows`` when neither its options nor its config file name them."""
+    judge_max_rows: int = 70
     """judge_rows truth: the most rows a round trains the judge seat on (a seeded, balanced choice;
-    the rest of the round's answers are not read again)."""
+    the rest of the round's answers are not read again). 70: what the measured three-round runs
+    used (128 in one round gave a critic its gate rejected)."""
     refinements: bool = False
     """sft rows of the game's refining seat (``GameSpec.refinements``, math-reflection's actor) also
     teach its refinement turn: a fix and a keep for each task its first answers got both right and
@@ -259,6 +261,17 @@ def _fresh_tasks(engine: Engine, game: GameSpec, source: str, wanted: int, seed:
     candidates = game.tasks.load(source, n=len(played) + wanted, seed=seed, split="train")
     fresh = [t for t in candidates if t.id not in played]
     return (fresh or candidates)[:wanted]
+
+
+def default_judge_rows(game: GameSpec, trainer: str, rounds: int) -> JudgeRows:
+    """The judge seat's rows when neither the command line nor a config file names them: truth
+    for several rounds of sft on a game that declares truth verdicts (its critic learns to judge:
+    balanced accuracy 54-58% -> 59-66% in measured three-round runs; its own right verdicts were
+    too few to train it at all), own for a single round (training and gating the critic costs about 6
+    minutes, which the main job's 20 do not have, and one round of it did not carry over)."""
+    if rounds > 1 and trainer == "sft" and game.truth_verdicts is not None:
+        return "truth"
+    return "own"
 
 
 def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions | None:

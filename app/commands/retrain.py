@@ -86,13 +86,16 @@ def retrain(
     margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
     min_rows: Annotated[int, typer.Option(
         min=1, help="A role with fewer new rows is not trained this round (the rows wait for the next).")] = 16,
-    judge_rows: Annotated[str, typer.Option(
+    judge_rows: Annotated[str | None, typer.Option(
         help="sft rows of the game's judge-like seat (math-reflection's critic): 'own', its own right verdicts, "
              "balanced across labels; 'truth', reviews of the actor's answers checked against the ground truth "
-             "(practice included) with the verdict the truth calls for, balanced at each difficulty.")] = "own",
+             "(practice included) with the verdict the truth calls for, balanced at each difficulty (default: "
+             "truth with --rounds above 1, for a game that declares truth verdicts and the sft trainer; own for "
+             "one round, whose 20 minutes leave no time to train and gate the critic).",
+        show_default=False)] = None,
     judge_max_rows: Annotated[int, typer.Option(
         min=2, help="--judge-rows truth: the most rows a round trains the judge seat on (a seeded, balanced "
-                    "choice).")] = 128,
+                    "choice).")] = 70,
     refinements: Annotated[bool | None, typer.Option(
         "--refinements/--no-refinements",
         help="The actor's sft rows also teach its refinement turn: for each task its first answers got both right "
@@ -137,11 +140,13 @@ def retrain(
     Examples:
 
     * `sparring retrain`   (one round: play, train actor and critic, gate, deploy, report)
-    * `sparring retrain --rounds 3`   (three rounds, gates and report on 200 held-out tasks)
+    * `sparring retrain --rounds 3`   (three rounds, gates and report on 200 held-out tasks; the
+      critic learns from the truth about the actor's answers, --judge-rows truth)
     * `sparring retrain --eval-tasks 64 --practice 128`   (a quicker, noisier round)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
-    * `sparring retrain --judge-rows truth`   (the critic learns from the truth about every checked
-      actor answer, at most --judge-max-rows 128 rows a round, rather than from its own right verdicts)
+    * `sparring retrain --judge-rows truth`   (one round in which the critic learns from the truth
+      about every checked actor answer, at most --judge-max-rows 70 rows a round, rather than from
+      its own right verdicts: about 6 minutes more)
     * `sparring retrain --practice-samples 1 --no-refinements`   (one attempt at each of 512
       problems, first answers only: quicker training, and no lesson for the refinement turn)
     * `sparring retrain --config retrain.yaml --rounds 3`, with retrain.yaml holding for instance
@@ -157,9 +162,10 @@ def retrain(
     from graphs.policies.base import SamplingParams
     from graphs.tasks.base import TaskSourceError
     from training.deploy import LivePolicies
-    from training.loop import RetrainConfig, retrain_round, sft_options
+    from training.loop import RetrainConfig, default_judge_rows, retrain_round, sft_options
 
     settings = settings_or_exit(database_url=db)
+    total_rounds = 1 if once else rounds
     chosen, file_train = _with_file(ctx, config_file, {
         "roles": tuple(r.strip() for r in roles.split(",") if r.strip()) if roles else None, "trainer": trainer,
         "every_episodes": every_episodes, "every_minutes": every_minutes, "samples": samples, "tasks": tasks,
@@ -178,6 +184,7 @@ def retrain(
             "practice_tasks": chosen["practice_tasks"] or ("arithmetic:1" if tasks == "arithmetic" else tasks),
             "refinements": chosen["refinements"] if chosen["refinements"] is not None
             else chosen["trainer"] == "sft" and spec.refinements is not None,
+            "judge_rows": chosen["judge_rows"] or default_judge_rows(spec, chosen["trainer"], total_rounds),
         })
     except (UnknownGameError, ValueError) as exc:
         fail(str(exc) + source)
@@ -207,7 +214,6 @@ def retrain(
         fail(str(exc))
     drawn = {seat: seat_specs[seat] for seat in drawn_specs(seat_specs)}
     factory = PolicyFactory(settings, SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens), engine)
-    total_rounds = 1 if once else rounds
     progress = progress_display(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     )
@@ -228,6 +234,9 @@ def retrain(
             figures: dict[str, dict[str, Any]] = {}
             outcomes = []
             with progress:
+                if chosen["judge_rows"] is None and config.judge_rows == "truth" and spec.truth_verdicts is not None:
+                    say(f"{spec.truth_verdicts.judge_seat}'s rows: its reviews' verdicts from the ground truth, at most "
+                        f"{config.judge_max_rows} a round (--judge-rows truth, the default with several rounds)")
                 if report:
                     figures["before"] = (await measure(live(), label="before: held-out evaluation")).metrics
                 for index in range(1, total_rounds + 1):
