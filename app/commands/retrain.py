@@ -234,8 +234,9 @@ def retrain(
             figures: dict[str, dict[str, Any]] = {}
             outcomes = []
             with progress:
-                if chosen["judge_rows"] is None and config.judge_rows == "truth" and spec.truth_verdicts is not None:
-                    say(f"{spec.truth_verdicts.judge_seat}'s rows: its reviews' verdicts from the ground truth, at most "
+                judge = spec.truth_verdicts
+                if chosen["judge_rows"] is None and config.judge_rows == "truth" and judge is not None:
+                    say(f"{judge.judge_seat}'s rows: its reviews' verdicts from the ground truth, at most "
                         f"{config.judge_max_rows} a round (--judge-rows truth, the default with several rounds)")
                 if report:
                     figures["before"] = (await measure(live(), label="before: held-out evaluation")).metrics
