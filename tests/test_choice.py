@@ -96,3 +96,23 @@ def test_choice_options_are_validated() -> None:
         Choice(("yes", ""))
     with pytest.raises(ValueError, match="distinct"):
         Choice(("yes", "yes"))
+
+
+def test_last_positions_keep_the_same_logits_as_the_int(tmp_path) -> None:
+    """The backend asks for the last positions' logits as positions (a contiguous gather, which a
+    frozen bfloat16 lm_head multiplies fast), not as the int (a strided slice): same logits."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from graphs.policies.logits_to_keep import last_positions
+    from tiny_model import save_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(save_tiny_model(tmp_path / "tiny")).eval()
+    ids = torch.randint(0, model.config.vocab_size, (3, 7))
+    assert last_positions(7, 2, torch.device("cpu")).tolist() == [5, 6]
+    with torch.no_grad():
+        for count in (1, 3):
+            by_int = model(input_ids=ids, logits_to_keep=count).logits
+            by_positions = model(input_ids=ids, logits_to_keep=last_positions(7, count, ids.device)).logits
+            assert by_positions.shape == by_int.shape == (3, count, model.config.vocab_size)
+            torch.testing.assert_close(by_positions, by_int)

@@ -23,6 +23,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from graphs.policies.base import Choice, GenerationResult, Message, SamplingParams
+from graphs.policies.logits_to_keep import last_positions
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def score_options(
     input_ids, mask = input_ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp_(min=0)
     extra = {"adapter_names": adapter_names} if adapter_names is not None else {}
-    keep = longest + 1  # the logits before each completion token
+    keep = last_positions(width, longest + 1, device)  # the logits before each completion token
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep, **extra)
     logits = out.logits
     logprobs = torch.log_softmax(logits.float(), dim=-1)

@@ -19,10 +19,18 @@ from transformers import DynamicCache, PreTrainedTokenizerBase
 from graphs.policies.adapter_switch import AdapterSwitch
 from graphs.policies.base import BackendError, GenerationRequest, GenerationResult
 from graphs.policies.choice import choose, option_token_ids
-from graphs.policies.decoding import CANCELLED, DecodeBatch, Endings, Forward, Row, completion_text
+from graphs.policies.decoding import (
+    CANCELLED,
+    DecodeBatch,
+    Endings,
+    Forward,
+    Row,
+    completion_text,
+)
 from graphs.policies.final_decode import FinalLineState
 from graphs.policies.inprocess_adapters import LoadedAdapters
 from graphs.policies.inprocess_queue import Pending, deliver
+from graphs.policies.logits_to_keep import last_positions
 
 COMPACT_FRACTION = 0.25
 """Finished rows leave the batch (and the KV cache) once they are at least this fraction of
@@ -274,7 +282,7 @@ class BatchRunner:
                 position_ids=positions,
                 past_key_values=cache,
                 use_cache=True,
-                logits_to_keep=1,
+                logits_to_keep=last_positions(input_ids.shape[1], 1, input_ids.device),
                 **extra,
             )
             return out.logits[:, -1, :]
