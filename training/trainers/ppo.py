@@ -37,6 +37,7 @@ import torch
 from datasets import Dataset
 from transformers import TrainingArguments, set_seed
 
+from graphs.policies.logits_to_keep import last_positions
 from storage.models import DatasetKind
 from training.adapter_files import discard
 from training.trainers.adapters import AdapterMetadata, prepare_run, staging_dir, write_adapter
@@ -135,9 +136,8 @@ def batch_logprobs(model: torch.nn.Module, samples: Sequence[Sample], pad_id: in
         mask[row, :n] = True
         # the logits at position p predict the token at p + 1
         index[row, :n] = torch.arange(len(sample.prompt_ids) - 1, len(sample.prompt_ids) - 1 + n) - first
-    logits = model(
-        input_ids=input_ids.to(device), attention_mask=attention.to(device), logits_to_keep=width - first
-    ).logits
+    keep = last_positions(width, width - first, device)
+    logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device), logits_to_keep=keep).logits
     index, targets, mask = index.to(device), targets.to(device), mask.to(device)
     picked = logits.gather(1, index[:, :, None].expand(-1, -1, logits.size(-1))).float()
     logps = picked.log_softmax(-1).gather(-1, targets[:, :, None]).squeeze(-1)
