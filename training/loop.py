@@ -266,7 +266,7 @@ def _fresh_tasks(engine: Engine, game: GameSpec, source: str, wanted: int, seed:
 def default_judge_rows(game: GameSpec, trainer: str, rounds: int) -> JudgeRows:
     """The judge seat's rows when neither the command line nor a config file names them: truth
     for several rounds of sft on a game that declares truth verdicts (its critic learns to judge:
-    balanced accuracy 54-58% -> 59-66% in measured three-round runs; its own right verdicts were
+    balanced accuracy 52-58% -> 59-66% in measured three-round runs; its own right verdicts were
     too few to train it at all), own for a single round (training and gating the critic costs about 6
     minutes, which the main job's 20 do not have, and one round of it did not carry over)."""
     if rounds > 1 and trainer == "sft" and game.truth_verdicts is not None:
