@@ -35,10 +35,13 @@ class LoraSettings:
     r: int = field(default=16, metadata={"help": "Rank of the low-rank update matrices."})
     alpha: float = field(default=32.0, metadata={"help": "Scaling numerator: the update is multiplied by alpha / r."})
     dropout: float = field(
-        default=0.05,
+        default=0.0,
         metadata={
-            "help": "Dropout on the LoRA input, in [0, 1). TRL's DPO and KTO trainers and the PPO update "
-            "turn dropout off (so that policy and reference log-probabilities are comparable); it acts in SFT."
+            "help": "Dropout on the LoRA input, in [0, 1). Off by default: on CPU, drawing its masks (one per "
+            "adapted layer) took 16% of the main job's actor SFT (659 s with 0.05, 554 s without, 206 rows), "
+            "and the adapter trained without it did as well on the dev set (paired, n=200: -1.0 pts [-3.5, "
+            "+1.5]). TRL's DPO and KTO trainers and the PPO update turn it off anyway (so that policy and "
+            "reference log-probabilities are comparable); it acts in SFT."
         },
     )
     target_modules: str | tuple[str, ...] = field(
