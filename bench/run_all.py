@@ -31,6 +31,7 @@ ORDER = (
     "store_ingest",
     "query_paging",
     "dataset_build",
+    "sft_throughput",
     "learning_recipes",
 )
 """Known benchmarks run in this order; others after them, by name."""
@@ -43,6 +44,7 @@ QUICK_ARGS = {
     "store_ingest": ["--repeats", "1"],
     "query_paging": ["--repeats", "3"],
     "dataset_build": ["--repeats", "1"],
+    "sft_throughput": ["--steps", "2"],
     "learning_recipes": ["--recipes", "sft,dpo", "--budget", "60", "--train-tasks", "16", "--eval-tasks", "32"],
 }
 

@@ -1,0 +1,103 @@
+"""Seconds per SFT step of the bundled model, the default LoRA settings against variants, in one run.
+
+The rows are shaped like the main job's actor rows (``sparring retrain``): three first answers
+to one refinement (a first answer, a critique, the answer again), written from level 1-2
+arithmetic training problems. Every setting trains a fresh adapter from the base model on the
+same rows, in the same order, for ``--steps`` optimiser steps of ``--batch-size`` rows (TRL's
+SFTTrainer through ``train_sft``, as ``sparring train sft`` does). The first setting is the
+baseline; the table gives each setting's seconds per step, trained tokens per second, the
+ratio of its time to the baseline's, and the share of the CPU's float32 matmul peak its
+tokens would take at 4 x params FLOPs a token (forward 2, backward through the frozen weights
+2; an upper bound, since the output head runs on completion tokens only and the adapters'
+own FLOPs, under 1%, are left out). Training runs on the CPU, in float32, as on a laptop.
+
+    python bench/sft_throughput.py                       # default vs lora dropout 0.05, 24 steps each
+    python bench/sft_throughput.py --steps 8 --settings default dropout checkpointing
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import warnings
+from dataclasses import replace
+from itertools import islice
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+from app.quiet import QUIET_ENVIRONMENT  # noqa: E402
+
+for _name, _value in QUIET_ENVIRONMENT.items():  # the libraries' progress bars stay out of the table
+    os.environ.setdefault(_name, _value)
+warnings.filterwarnings("ignore", category=FutureWarning)  # TRL's use of transformers' renamed APIs
+
+import torch  # noqa: E402
+
+from app.settings import load_settings  # noqa: E402
+from bench.common import note, print_table  # noqa: E402
+from bench.play_throughput import matmul_peak_flops  # noqa: E402
+from graphs.math_reflection.prompts import actor_messages, refine_messages  # noqa: E402
+from graphs.policies.base_models import load_model  # noqa: E402
+from graphs.tasks.arithmetic import problems  # noqa: E402
+from training.trainers.kinds import train_sft  # noqa: E402
+from training.trainers.sft_config import SFTTrainingConfig  # noqa: E402
+
+SETTINGS = {
+    "default": lambda c: c,
+    "dropout": lambda c: replace(c, lora=replace(c.lora, dropout=0.05)),
+    "checkpointing": lambda c: replace(c, gradient_checkpointing=True),
+}
+"""Each setting named on the command line: how it changes the default SFT settings."""
+
+
+def rows(count: int) -> list[dict]:
+    """Prompt-completion rows like the main job's: every fourth a refinement after a critique."""
+    tasks = [t for level in (1, 2) for t in islice(problems("train", level), count)]
+    made = []
+    for i, task in enumerate(tasks[:count]):
+        expression = task.meta["expression"]
+        answer = f"We compute {expression} step by step.\n{expression} = {task.answer}\nAnswer: {task.answer}"
+        prompt = actor_messages(task.question)
+        if i % 4 == 3:
+            critique = "The steps look right, but check the last operation again.\nVerdict: incorrect"
+            prompt = refine_messages(task.question, answer, critique)
+        made.append({"prompt": prompt, "completion": [{"role": "assistant", "content": answer}]})
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=24, help="optimiser steps per setting (default 24)")
+    parser.add_argument("--batch-size", type=int, default=4, help="rows per step (the SFT default, 4)")
+    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["default", "dropout"],
+                        help="settings to time, the first is the baseline (default: default dropout)")
+    args = parser.parse_args()
+    settings = load_settings()
+    data = rows(args.steps * args.batch_size)
+    base = SFTTrainingConfig(model=settings.model, device="cpu", seed=settings.seed, max_steps=args.steps,
+                             per_device_train_batch_size=args.batch_size)
+    model, _ = load_model(settings.model, cache_dir=settings.cache_dir, device="cpu")
+    params = sum(p.numel() for p in model.parameters())
+    del model
+    peak = matmul_peak_flops(torch.float32)
+    note(f"{len(data)} rows, {args.steps} steps of {args.batch_size}; {params / 1e6:.1f} M params, "
+         f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    table, baseline = [], None
+    with tempfile.TemporaryDirectory(prefix="sparring-bench-sft-") as workdir:
+        for name in args.settings:
+            note(f"training: {name}")
+            result = train_sft(data, SETTINGS[name](base), role="actor", output_dir=Path(workdir) / name,
+                               cache_dir=settings.cache_dir)
+            seconds, tokens = result.metrics["runtime_s"], result.metrics["num_tokens"]
+            baseline = baseline or seconds
+            utilisation = tokens * 4 * params / seconds / peak
+            table.append([name, seconds / args.steps, tokens / seconds, seconds / baseline, f"{utilisation:.0%}"])
+    print(f"SFT on the bundled model, {args.steps} steps of {args.batch_size} rows, time against {args.settings[0]}:")
+    print_table(["setting", "s/step", "tokens/s", "time ratio", "of peak"], table)
+
+
+if __name__ == "__main__":
+    main()
