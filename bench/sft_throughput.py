@@ -1,15 +1,16 @@
 """Seconds per SFT step of the bundled model, the default LoRA settings against variants, in one run.
 
 The rows are shaped like the main job's actor rows (``sparring retrain``): three first answers
-to one refinement (a first answer, a critique, the answer again), written from level 1-2
-arithmetic training problems. Every setting trains a fresh adapter from the base model on the
-same rows, in the same order, for ``--steps`` optimiser steps of ``--batch-size`` rows (TRL's
-SFTTrainer through ``train_sft``, as ``sparring train sft`` does). The first setting is the
-baseline; the table gives each setting's seconds per step, trained tokens per second, the
-ratio of its time to the baseline's, and the share of the CPU's float32 matmul peak its
-tokens would take at 4 x params FLOPs a token (forward 2, backward through the frozen weights
-2; an upper bound, since the output head runs on completion tokens only and the adapters'
-own FLOPs, under 1%, are left out). Training runs on the CPU, in float32, as on a laptop.
+to one refinement (a first answer, a critique, the answer again), written from level-1
+arithmetic training problems (the level the main job practises). Every setting trains a fresh
+adapter from the base model on the same rows, in the same order, for ``--steps`` optimiser
+steps of ``--batch-size`` rows (TRL's SFTTrainer through ``train_sft``, as ``sparring train
+sft`` does). The first setting is the baseline; the table gives each setting's seconds per
+step, trained tokens per second, the ratio of its time to the baseline's, and the share of the
+CPU's float32 matmul peak its tokens would take at 4 x params FLOPs a token (forward 2,
+backward through the frozen weights 2; an upper bound, since the output head runs on
+completion tokens only and the adapters' own FLOPs, under 1%, are left out). Training runs on
+the CPU, in float32, as on a laptop.
 
     python bench/sft_throughput.py                       # default vs lora dropout 0.05, 24 steps each
     python bench/sft_throughput.py --steps 8 --settings default dropout checkpointing
@@ -55,9 +56,8 @@ SETTINGS = {
 
 def rows(count: int) -> list[dict]:
     """Prompt-completion rows like the main job's: every fourth a refinement after a critique."""
-    tasks = [t for level in (1, 2) for t in islice(problems("train", level), count)]
     made = []
-    for i, task in enumerate(tasks[:count]):
+    for i, task in enumerate(islice(problems("train", 1), count)):
         expression = task.meta["expression"]
         answer = f"We compute {expression} step by step.\n{expression} = {task.answer}\nAnswer: {task.answer}"
         prompt = actor_messages(task.question)
