@@ -22,10 +22,12 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from training.signals import raised_in_block
-from training.trainers.result import TrainResult
+
+if TYPE_CHECKING:  # the trainers' package imports TRL and torch: not for a command that only cleans up
+    from training.trainers.result import TrainResult
 
 POLL_S = 0.2
 
