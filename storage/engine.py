@@ -7,6 +7,7 @@ fix it, so that the CLI can print it as is.
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,8 @@ DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
 RETRY_DELAYS_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.5, 2.5)
 """Backoff between attempts of a transaction that hit a transient error (about 5.5 s in all),
 each scaled by a random 0.5-1.5 so that processes locked out together do not retry together."""
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+"""SQLite's primary result codes of the errors another connection's lock causes."""
 POSTGRES_POOL = {"pool_size": 5, "max_overflow": 10}
 """SQLAlchemy's default pool, for a process that serves many threads."""
 POSTGRES_WORK_MEM_KB = 64 * 1024
@@ -98,9 +101,22 @@ def in_transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
                 return work(conn)
         except DBAPIError as exc:
             delay = next(delays, None)
-            if delay is None or not (isinstance(exc, OperationalError) or exc.connection_invalidated):
+            if delay is None or not _transient(exc):
                 raise
         time.sleep(delay * random.uniform(0.5, 1.5))
+
+
+def _transient(exc: DBAPIError) -> bool:
+    """Whether trying again may work: a lost connection, a PostgreSQL operational error (the
+    server restarting, a network fault), or SQLite busy or locked. SQLite reports every other
+    failure to run a statement as an OperationalError too (a missing table, a read-only or full
+    file, I/O errors): those would fail the same way for the whole backoff, so they are not."""
+    if exc.connection_invalidated:
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    code = getattr(exc.orig, "sqlite_errorcode", None) if isinstance(exc.orig, sqlite3.Error) else None
+    return code is None or (code & 0xFF) in (SQLITE_BUSY, SQLITE_LOCKED)  # extended codes keep these bits
 
 
 def _parse_url(url: str) -> URL:

@@ -18,7 +18,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine, func, inspect, select, text
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from factories import (
     T0,
@@ -395,6 +395,15 @@ def test_in_transaction_retries_only_transient_errors(store: Engine) -> None:
     with pytest.raises(IntegrityError):
         in_transaction(store, broken)
     assert len(attempts) == 1
+
+    def missing_table(conn: Connection) -> None:
+        attempts.append(1)
+        conn.execute(text("SELECT * FROM no_such_table"))  # SQLite calls this an OperationalError too
+
+    attempts.clear()
+    with pytest.raises(DBAPIError, match="no_such_table"):
+        in_transaction(store, missing_table)
+    assert len(attempts) == 1  # at once, not after the backoff's 5.5 s
 
 
 def test_null_recorder_discards_everything() -> None:
