@@ -237,10 +237,13 @@ def test_one_client_per_event_loop():
     """Episodes may run in several event loops (the GRPO trainer's rollouts): each gets a client."""
     live = backend("http://127.0.0.1:9/v1")
 
-    async def client_id() -> int:
-        return id(live._client())
+    async def clients() -> tuple:
+        return live._client(), live._client()
 
-    assert asyncio.run(client_id()) != asyncio.run(client_id())
+    # the objects themselves, kept alive: a collected client's id() may be reused by the next one
+    first, again = asyncio.run(clients())
+    other, _ = asyncio.run(clients())
+    assert first is again and other is not first
 
 
 # ------------------------------------------------------------------------- settings and wiring
