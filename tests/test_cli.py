@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 
 import pyarrow.parquet as pq
@@ -311,3 +313,15 @@ def test_a_task_file_shorter_than_n_says_so_and_plays_what_it_has(db, tmp_path):
     assert "has only 3 task(s): playing 6 episode(s) (2 per task), not the 10 asked for (-n)" in words(sampled)
     enough = invoke("play", "math-reflection", "-n", "3", "--turns", "1", "--tasks", str(tasks), *SCRIPTED)
     assert enough.exit_code == 0 and "has only" not in enough.output
+
+
+def test_the_cli_and_its_stale_work_clean_up_import_no_model_library():
+    """Every work command cleans up first; importing the trainers there cost a scripted play 5 s
+    of its 9 (TRL, PEFT, torch): only commands that load a model may import them."""
+    heavy = ("torch", "transformers", "trl", "peft")
+    probe = ("import sys, app.cli; from app.commands.common import clean_up_stale_work; "
+             "from storage.orphans import mark_orphans; from training.jobs import fail_stale_jobs; "
+             f"print([m for m in {heavy!r} if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
