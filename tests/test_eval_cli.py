@@ -9,6 +9,7 @@ import shutil
 import pytest
 from sqlalchemy import func, select
 from transformers import LlamaForCausalLM
+from cli_calls import unwrapped
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -96,7 +97,7 @@ def _refused(args: list[str], *expected: str) -> None:
     assert result.exit_code == 2, result.output
     message = " ".join(result.output.split())
     for text in expected:
-        assert text in message, message
+        assert unwrapped(text) in unwrapped(message), message
     assert message.count("error:") == 1
 
 

@@ -10,6 +10,7 @@ import json
 from collections import Counter
 
 import pytest
+from cli_calls import unwrapped
 from model_logs import as_model_turns
 from sqlalchemy import select
 from tiny_model import save_tiny_model
@@ -361,7 +362,7 @@ def test_a_bad_task_file_through_the_cli_names_its_line(env, tmp_path):
                                 "ending": {"sentence": "End."}}) + "\n")
     result = runner.invoke(app, ["play", "story", "--tasks", str(path), "--seat", "writer=scripted:story-template"])
     assert result.exit_code != 0
-    assert f"{path}:1: 'characters' must be a JSON list, got str" in " ".join(result.output.split()), result.output
+    assert unwrapped(f"{path}:1: 'characters' must be a JSON list, got str") in unwrapped(result.output), result.output
 
 
 def test_a_retrain_round_trains_and_gates_the_writer_on_a_tiny_model(env, tmp_path, monkeypatch):

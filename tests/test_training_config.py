@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_calls import unwrapped
 from typer.testing import CliRunner
 
 from app.cli import app
@@ -73,7 +74,7 @@ def write(tmp_path, text: str):
 def test_a_bad_config_file_names_the_key_the_file_and_the_fix(env, tmp_path, kind, text, message):
     result = runner.invoke(app, ["train", kind, "--role", "actor", "--config", str(write(tmp_path, text))], env=env)
     assert result.exit_code == 2, result.output
-    assert message in words(result)
+    assert unwrapped(message) in unwrapped(result.output), result.output
     assert "Traceback" not in result.output
 
 
@@ -151,7 +152,7 @@ def test_a_bad_retrain_file_names_the_key_and_the_fix_and_runs_nothing(env, tmp_
     path = retrain_file(tmp_path, text)
     result = runner.invoke(app, ["retrain", *options, "--config", str(path)], env=env)
     assert result.exit_code == 2, result.output
-    assert message in words(result)
+    assert unwrapped(message) in unwrapped(result.output), result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "store.db").exists()  # refused before the store was opened
 
