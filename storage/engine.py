@@ -7,7 +7,6 @@ fix it, so that the CLI can print it as is.
 from __future__ import annotations
 
 import random
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -115,7 +114,7 @@ def _transient(exc: DBAPIError) -> bool:
         return True
     if not isinstance(exc, OperationalError):
         return False
-    code = getattr(exc.orig, "sqlite_errorcode", None) if isinstance(exc.orig, sqlite3.Error) else None
+    code = getattr(exc.orig, "sqlite_errorcode", None)  # sqlite3's errors only
     return code is None or (code & 0xFF) in (SQLITE_BUSY, SQLITE_LOCKED)  # extended codes keep these bits
 
 

@@ -7,9 +7,9 @@ import json
 import shutil
 
 import pytest
+from cli_calls import unwrapped
 from sqlalchemy import func, select
 from transformers import LlamaForCausalLM
-from cli_calls import unwrapped
 from typer.testing import CliRunner
 
 from app.cli import app
