@@ -8,8 +8,8 @@ gets empty (masked) columns on the left, and both are stacked along the batch di
 that finish leave it (``keep``), and cache columns that no remaining row uses are cut off the
 left, so the cache is as wide as its longest row, however long the batch has been running.
 
-Merging and dropping rows copy the whole cache, as every step of ``DynamicCache`` already does
-(it grows each layer by concatenation).
+Merging and dropping rows copy the whole cache; a decode step does not (the cache's layers grow
+in place, ``graphs.policies.kv_cache``).
 
 A row with a final line (``Row.final``) switches from free decoding to forced tokens and then
 to an option (``graphs.policies.final_decode``) within the batch; the cache columns of the
@@ -25,10 +25,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedTokenizerBase
-from transformers.cache_utils import DynamicLayer
 
 from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.final_decode import FinalLineState
+from graphs.policies.kv_cache import GrowingLayer
 from graphs.policies.sampling import Sampler
 
 CANCELLED = "cancelled"
@@ -187,7 +187,7 @@ class DecodeBatch:
     def joinable(self) -> bool:
         """Whether rows can be merged into this batch: its cache is made of plain growing
         layers (sliding-window or other layers keep positions that padding would break)."""
-        return all(type(layer) is DynamicLayer and layer.is_initialized for layer in self.cache.layers)
+        return all(type(layer) is GrowingLayer and layer.is_initialized for layer in self.cache.layers)
 
     def step(self, forward: Forward, endings: Endings) -> None:
         """Feed every row its next token and choose the one after."""
@@ -256,7 +256,7 @@ class DecodeBatch:
         self.sampler.extend(other.sampler)
         self.rows = self.rows + other.rows
 
-    def _layers(self) -> list[DynamicLayer]:
+    def _layers(self) -> list[GrowingLayer]:
         return list(self.cache.layers)  # type: ignore[arg-type]
 
 

@@ -23,6 +23,7 @@ from graphs.policies.decoding import CANCELLED, DecodeBatch, Endings, Forward, R
 from graphs.policies.final_decode import FinalLineState
 from graphs.policies.inprocess_adapters import LoadedAdapters
 from graphs.policies.inprocess_queue import Pending, deliver
+from graphs.policies.kv_cache import GrowingCache
 from graphs.policies.logits_to_keep import last_positions
 
 COMPACT_FRACTION = 0.25
@@ -215,7 +216,7 @@ class BatchRunner:
         batch = DecodeBatch.prefill(
             rows,
             self._forward_for(switch),
-            DynamicCache(config=model.config),
+            GrowingCache(model.config),
             endings,
             self._tokenizer.pad_token_id,
             model.device,
