@@ -32,6 +32,7 @@ ORDER = (
     "query_paging",
     "dataset_build",
     "sft_throughput",
+    "kv_cache",
     "learning_recipes",
 )
 """Known benchmarks run in this order; others after them, by name."""
@@ -45,6 +46,7 @@ QUICK_ARGS = {
     "query_paging": ["--repeats", "3"],
     "dataset_build": ["--repeats", "1"],
     "sft_throughput": ["--steps", "2"],
+    "kv_cache": ["--batches", "16", "--lengths", "64", "--steps", "4"],
     "learning_recipes": ["--recipes", "sft,dpo", "--budget", "60", "--train-tasks", "16", "--eval-tasks", "32"],
 }
 
