@@ -64,13 +64,14 @@ class GrowingLayer(DynamicLayer):
     def _reallocate(self, length: int, capacity: int, like: torch.Tensor) -> None:
         """New buffers of ``capacity`` positions, holding the ``length`` cached ones."""
         rows, heads, _, dim = like.shape  # the new positions come for every cached row and head
-        buffers = []
-        for current in (self.keys, self.values):
+
+        def grown(current: torch.Tensor) -> torch.Tensor:
             buffer = like.new_empty((rows, heads, capacity, dim))
             if length:
                 buffer[..., :length, :].copy_(current)
-            buffers.append(buffer)
-        self._buffers = (buffers[0], buffers[1])
+            return buffer
+
+        self._buffers = (grown(self.keys), grown(self.values))
 
 
 class GrowingCache(DynamicCache):
