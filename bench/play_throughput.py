@@ -1,6 +1,7 @@
 """Rollout throughput of `play` against the raw batched-generate limit, and logging overhead.
 
-In one run, on the configured model (bundled SmolLM2-135M by default, CPU):
+In one run, on the configured model (bundled SmolLM2-135M by default) and device (CPU, or a GPU
+with ``SPARRING_DEVICE=cuda``; ``bench/random_model.py`` makes a model where the weights cannot go):
 
 * raw limit: one left-padded greedy ``model.generate`` over B actor prompts (B = 1, 16, 64;
   B = 1 runs a few prompts one after another), counting real completion tokens;
@@ -16,7 +17,7 @@ In one run, on the configured model (bundled SmolLM2-135M by default, CPU):
   everything (`NullRecorder`), alternated and repeated; the median wall times are compared;
 * compute limit: tokens/s if every forward pass ran at the machine's matmul peak in the
   model's dtype (bfloat16 where the CPU multiplies it natively; measured on a large square
-  matmul with torch's threads), at 2 x parameters FLOPs per
+  matmul on the model's device, with torch's threads on a CPU), at 2 x parameters FLOPs per
   token (prompt tokens not counted: the figure is a ceiling, not what is reachable), and
   each measured rate as a fraction of it.
 
@@ -63,14 +64,24 @@ SEQUENTIAL_PROMPTS = 4
 MATMUL_SIZE = 2048
 
 
-def matmul_peak_flops(dtype: torch.dtype, size: int = MATMUL_SIZE, seconds: float = 2.0) -> float:
-    """FLOP/s of a square matmul in ``dtype`` on the CPU with torch's threads (best of several runs)."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+def matmul_size(device: torch.device) -> int:
+    """A square matmul big enough to reach the device's peak: 2048 on a CPU, 8192 on a GPU."""
+    return MATMUL_SIZE if device.type == "cpu" else 4 * MATMUL_SIZE
+
+
+def matmul_peak_flops(dtype: torch.dtype, device: torch.device, seconds: float = 2.0) -> float:
+    """FLOP/s of a square matmul in ``dtype`` on ``device`` (the CPU with torch's threads, or a
+    GPU, synchronised around each product), best of several runs."""
+    size = matmul_size(device)
+    a, b = (torch.randn(size, size, dtype=dtype, device=device) for _ in range(2))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     a @ b  # warm-up
+    sync()
     best, deadline = float("inf"), time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         started = time.perf_counter()
         a @ b
+        sync()
         best = min(best, time.perf_counter() - started)
     return 2 * size**3 / best
 
@@ -161,13 +172,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         engine = open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
         params = sum(p.numel() for p in backend.model.parameters())
-        dtype = next(backend.model.parameters()).dtype
-        peak = matmul_peak_flops(dtype)
+        dtype, device = next(backend.model.parameters()).dtype, backend.model.device
+        peak = matmul_peak_flops(dtype, device)
         limit = peak / (2 * params)
         print(f"model {settings.model} · greedy · max_new_tokens {args.max_new_tokens} · torch threads "
               f"{torch.get_num_threads()} · join rows {backend.join_rows}, wait {backend.join_wait_steps} steps")
         print(f"compute limit: {params / 1e6:.1f} M params x 2 = {2 * params / 1e9:.2f} GFLOP/token; "
-              f"{str(dtype).removeprefix('torch.')} matmul peak {peak / 1e9:.1f} GFLOP/s ({MATMUL_SIZE}^2) "
+              f"{str(dtype).removeprefix('torch.')} matmul peak on {device} {peak / 1e9:.1f} GFLOP/s "
+              f"({matmul_size(device)}^2) "
               f"-> {limit:.0f} tok/s")
         print("raw: actor prompts only; same: the play's own requests, turn by turn (tok/s)")
         print(f"{'C':>3} {'raw':>7} {'same':>7} {'play':>7} {'play/raw':>9} {'play/same':>10} "

@@ -36,6 +36,8 @@ ORDER = (
     "learning_recipes",
 )
 """Known benchmarks run in this order; others after them, by name."""
+TOOLS = ("random_model",)
+"""Scripts here that prepare a benchmark's inputs and measure nothing: never run."""
 STORE_BENCHMARKS = ("store_ingest", "query_paging", "dataset_build")
 QUICK_TURNS = 20_000
 QUICK_ARGS = {
@@ -52,7 +54,8 @@ QUICK_ARGS = {
 
 
 def benchmarks() -> list[str]:
-    found = {p.stem for p in HERE.glob("*.py") if p.name != Path(__file__).name and "__main__" in p.read_text()}
+    found = {p.stem for p in HERE.glob("*.py")
+             if p.name != Path(__file__).name and p.stem not in TOOLS and "__main__" in p.read_text()}
     return [name for name in ORDER if name in found] + sorted(found - set(ORDER))
 
 

@@ -82,7 +82,7 @@ def main() -> None:
     model, _ = load_model(settings.model, cache_dir=settings.cache_dir, device="cpu")
     params = sum(p.numel() for p in model.parameters())
     del model
-    peak = matmul_peak_flops(torch.float32)
+    peak = matmul_peak_flops(torch.float32, torch.device("cpu"))
     note(f"{len(data)} rows, {args.steps} steps of {args.batch_size}; {params / 1e6:.1f} M params, "
          f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
     table, baseline = [], None
