@@ -114,8 +114,8 @@ def test_adapters_keep_names_and_refuse_unknown_ones() -> None:
 
 
 def test_builtin_bots() -> None:
-    assert list(BOTS) == ["echo", "always-correct", "always-incorrect", "calculator", "stubborn", "agreeable",
-                          "contrarian"]
+    assert list(BOTS) == ["echo", "always-correct", "always-incorrect", "arithmetic-checker", "calculator", "stubborn",
+                          "agreeable", "contrarian"]
     assert scripted_bot("echo").model_name == "scripted:echo"
     assert ask(scripted_bot("echo"), "repeat me").text == "repeat me"
     assert parse_verdict(ask(scripted_bot("always-correct")).text) is True
@@ -137,6 +137,33 @@ def test_builtin_bots() -> None:
 )
 def test_calculator(question: str, answer: str | None) -> None:
     assert extract_answer(ask(scripted_bot("calculator"), question).text) == answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "critique"),
+    [
+        ("He saves $13 x 8 = $108, then $108 - $16 = $92.", "$13 x 8 = $108 is wrong: it is 104."),
+        ("So 2 + 3 + 4 = 8 and 1,000 + 2,000 = 3,000.", "2 + 3 + 4 = 8 is wrong: it is 9."),
+        ("14.50 - 6 = 8.5, then 9 - 7 = 1.", "9 - 7 = 1 is wrong: it is 2."),
+    ],
+)
+def test_the_arithmetic_checker_names_each_wrong_step_with_its_right_result(answer: str, critique: str) -> None:
+    review = ask(scripted_bot("arithmetic-checker"), f"Problem:\nHow much?\n\nProposed solution:\n{answer}")
+    assert review.text.splitlines()[0] == critique
+    assert parse_verdict(review.text) is False
+
+
+@pytest.mark.parametrize("answer", ["6 x 9 = 54, 54 + 21 = 75, 10 / 4 = 2.5. Answer: 75", "Answer: 75"])
+def test_the_arithmetic_checker_approves_what_it_cannot_fault(answer: str) -> None:
+    review = ask(scripted_bot("arithmetic-checker"), answer)
+    assert parse_verdict(review.text) is True
+    assert "wrong" not in review.text
+
+
+def test_the_arithmetic_checker_lists_at_most_three_wrong_steps() -> None:
+    review = ask(scripted_bot("arithmetic-checker"), "1 + 1 = 3, 2 + 2 = 5, 3 + 3 = 7, 4 + 4 = 9")
+    assert review.text.count("is wrong") == 3
+    assert parse_verdict(review.text) is False
 
 
 def test_stubborn_restates_its_first_answer() -> None:

@@ -233,10 +233,23 @@ def contrarian(messages: list[Message], request: GenerationRequest) -> str:
     return f"The other debater is wrong.\nAnswer: {disputed}"
 
 
+def arithmetic_checker(messages: list[Message], request: GenerationRequest) -> str:
+    """A critic that checks the written steps "a op b (op c...) = d" of the last user message
+    (the answer under review) with exact arithmetic and names the wrong ones with their right
+    result; it does not judge the setup (a right sum of the wrong numbers passes). A tool for
+    the refinement turn: a critique that says which number is wrong, and what it should be."""
+    wrong = _wrong_steps(_last_user(messages))
+    if not wrong:
+        return "Every calculation I can check is right.\nVerdict: correct"
+    listed = " ".join(f"{step} is wrong: it is {right}." for step, right in wrong[:_MAX_WRONG_STEPS])
+    return f"{listed}\nVerdict: incorrect"
+
+
 BOTS: dict[str, Bot] = {
     "echo": echo,
     "always-correct": always_correct,
     "always-incorrect": always_incorrect,
+    "arithmetic-checker": arithmetic_checker,
     "calculator": calculator,
     "stubborn": stubborn,
     "agreeable": agreeable,
@@ -303,6 +316,26 @@ def _calculate(text: str) -> str | None:
                 return _format(value)
     numbers = _NUMBER.findall(text)
     return numbers[-1] if numbers else None
+
+
+_OPERAND = r"\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_STEP = re.compile(rf"(?<![\w.]){_OPERAND}(?:\s*[-+x×*/÷]\s*{_OPERAND})+\s*=\s*(-?{_OPERAND})")
+"""A written step: numbers joined by + - x × * / ÷, "=", and its stated result ($ and thousands
+separators allowed)."""
+_MAX_WRONG_STEPS = 3
+
+
+def _wrong_steps(text: str) -> list[tuple[str, str]]:
+    """(step as written, its right result) for each step whose stated result is off by more than
+    rounding to cents."""
+    wrong = []
+    for match in _STEP.finditer(text):
+        left = match.group(0).rpartition("=")[0]
+        plain = left.replace("$", "").replace(",", "").replace("×", "*").replace("÷", "/").replace("x", "*")
+        value, stated = _evaluate(plain), _evaluate(match.group(1).replace("$", "").replace(",", ""))
+        if value is not None and stated is not None and abs(value - stated) > 0.005 + 1e-9 * abs(value):
+            wrong.append((" ".join(match.group(0).split()), _format(round(value, 6))))
+    return wrong
 
 
 def _evaluate(expression: str) -> float | None:
