@@ -4,7 +4,8 @@ A retrain round evaluates the same policies several times (the report's "before"
 actor gate's baseline; once the actor's candidate is promoted, its evaluation is the critic
 gate's baseline), and ``sparring eval`` may be asked the same question again. On 2 CPU cores
 one evaluation takes minutes, so an evaluation is keyed by everything that decides its
-outcome: the game, each seat's backend, model, adapter and decoding (always greedy), a
+outcome: the game, each seat's backend, model, adapter and decoding (always greedy; a
+scripted bot's source file digest too), a
 digest of the tasks (ids, questions and answers), the seed and the game options. Before
 playing, the evaluator looks for a finished run of the same key with no failed episode, in
 this process's memory and then in the store, and reuses its figures. Within one evaluator, a
@@ -87,6 +88,7 @@ def evaluation_key(game: GameSpec, policies: Mapping[str, Policy], tasks: list[T
     seats = {
         seat: {"backend": p.backend.name, "model": p.backend.model_name, "adapter": p.adapter,
                **({"precision": precision} if (precision := getattr(p.backend, "precision", None)) else {}),
+               **({"code": code} if (code := getattr(p.backend, "code", None)) else {}),
                "decoding": {"temperature": p.sampling.temperature, "top_p": p.sampling.top_p,
                             "max_new_tokens": p.sampling.max_new_tokens, "stop": list(p.sampling.stop)}}
         for seat, p in sorted(policies.items())

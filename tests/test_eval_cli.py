@@ -64,6 +64,16 @@ def test_eval_prints_intervals_and_reuses_the_stored_run(url, sums):
     assert _counts(url) == (2, 12)
 
 
+def test_a_scripted_bot_whose_code_changed_is_played_again(url, sums, monkeypatch):
+    """A bot's name stays when its code changes (a fixed rule, a new regex beside it): the
+    evaluation key holds a digest of the file defining the bot, so its stored run is not reused."""
+    first = {r["metric"]: r for r in json.loads(cli("eval", "--tasks", str(sums), *SCRIPTED, "--format", "json"))}
+    monkeypatch.setattr("graphs.policies.scripted._code_digest", lambda bot: "edited")
+    edited = {r["metric"]: r for r in json.loads(cli("eval", "--tasks", str(sums), *SCRIPTED, "--format", "json"))}
+    assert edited["pass@turn-1"]["reused"] is False and edited["pass@turn-1"]["run_id"] != first["pass@turn-1"]["run_id"]
+    assert _counts(url) == (2, 16)
+
+
 def test_eval_table_fits_80_columns(url, sums):
     table = cli("eval", "--tasks", str(sums), *SCRIPTED)
     assert "pass@turn-1" in table and "100.0%" in table and "[67.6, 100.0]" in table

@@ -14,11 +14,14 @@ backend's, but they are not any real tokenizer's ids and must not be trained on.
 from __future__ import annotations
 
 import ast
+import hashlib
+import inspect
 import math
 import operator
 import re
 from collections.abc import Callable, Mapping
 from itertools import count
+from pathlib import Path
 
 from graphs.judges.answers import extract_answer
 from graphs.policies.base import (
@@ -44,6 +47,9 @@ class ScriptedBackend:
 
     def __init__(self, bot: Bot, *, bot_name: str) -> None:
         self.model_name = f"scripted:{bot_name}"
+        self.code = _code_digest(bot)
+        """digest of the source file that defines the bot (None when it has none): part of an
+        evaluation's key, so a bot whose code changed is played again, not read from the store"""
         self._bot = bot
         self._adapters: dict[str, str] = {}
 
@@ -155,6 +161,16 @@ def named_option(reply: str, options: tuple[str, ...]) -> str:
             "choice request must name one of them"
         )
     return max(found, key=lambda option: (found[option], len(option)))
+
+
+def _code_digest(bot: Bot) -> str | None:
+    """The first 16 hex digits of the SHA-256 of the file defining ``bot``: its helpers and
+    constants live beside it, so the whole file is hashed, not the function alone."""
+    try:
+        source = inspect.getsourcefile(bot)
+        return hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else None
+    except (TypeError, OSError):  # a builtin or a callable object without a source file
+        return None
 
 
 def _render(messages: list[Message]) -> str:
