@@ -14,6 +14,7 @@ backend's, but they are not any real tokenizer's ids and must not be trained on.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import math
@@ -168,9 +169,15 @@ def _code_digest(bot: Bot) -> str | None:
     constants live beside it, so the whole file is hashed, not the function alone."""
     try:
         source = inspect.getsourcefile(bot)
-        return hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16] if source else None
+        return _file_digest(source) if source else None
     except (TypeError, OSError):  # a builtin or a callable object without a source file
         return None
+
+
+@functools.cache
+def _file_digest(path: str) -> str:
+    """Read and hashed once per process: every scripted backend of a bot file shares it."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def _render(messages: list[Message]) -> str:
@@ -327,7 +334,7 @@ def _calculate(text: str) -> str | None:
     text = text.replace(",", "")
     for candidate in reversed(_EXPRESSION.findall(text)):
         if any(op in candidate for op in "+-*/×÷"):
-            value = _evaluate(candidate.replace("×", "*").replace("÷", "/"))
+            value = _evaluate(_plain_arithmetic(candidate))
             if value is not None:
                 return _format(value)
     numbers = _NUMBER.findall(text)
@@ -347,11 +354,16 @@ def _wrong_steps(text: str) -> list[tuple[str, str]]:
     wrong = []
     for match in _STEP.finditer(text):
         left = match.group(0).rpartition("=")[0]
-        plain = left.replace("$", "").replace(",", "").replace("×", "*").replace("÷", "/").replace("x", "*")
-        value, stated = _evaluate(plain), _evaluate(match.group(1).replace("$", "").replace(",", ""))
+        value, stated = _evaluate(_plain_arithmetic(left)), _evaluate(_plain_arithmetic(match.group(1)))
         if value is not None and stated is not None and abs(value - stated) > 0.005 + 1e-9 * abs(value):
             wrong.append((" ".join(match.group(0).split()), _format(round(value, 6))))
     return wrong
+
+
+def _plain_arithmetic(text: str) -> str:
+    """Written arithmetic as ``_evaluate`` reads it: no "$" or thousands separators, and
+    "x", "×" and "÷" as "*" and "/"."""
+    return text.replace("$", "").replace(",", "").replace("×", "*").replace("x", "*").replace("÷", "/")
 
 
 def _evaluate(expression: str) -> float | None:
