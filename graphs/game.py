@@ -95,12 +95,20 @@ class Refinements:
     right and wrong, the prompt of the turn that follows a rejection of the wrong answer,
     answered with a right answer (a fix), and of the turn that follows a rejection of a right
     answer, answered with a right answer (a keep). A refinement turn that was never trained
-    breaks right answers it is told are wrong and fixes almost no wrong ones."""
+    breaks right answers it is told are wrong and fixes almost no wrong ones.
+
+    With ``corrected``, every wrong first answer the game can correct adds a row too: the prompt
+    that follows its rejection, answered with the corrected answer (a repair). Unlike a fix, whose
+    answer is another attempt, a repair differs from the rejected answer only where the rejection
+    said it was wrong, which is what a small model can learn to do with a critique."""
 
     seat: str
     refine: Callable[[Sequence[Message], str], list[Message] | None]
     """(a first answer's logged prompt messages, its response) -> the seat's prompt after that
     answer was rejected; None for any other prompt (a refinement's own, other wording)"""
+    corrected: Callable[[str, str], str | None] | None = None
+    """(a wrong first answer, the ground truth) -> that answer corrected where the rejection prompt
+    says it is wrong, when the correction is right; None otherwise"""
 
 
 def question_prompt(task: Task) -> list[Message]:

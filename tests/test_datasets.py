@@ -122,9 +122,11 @@ def play_math(
     status: EpisodeStatus = EpisodeStatus.SUCCEEDED,
     finished: bool = True,
     split: str = "train",
+    working: str = "",
 ) -> Played:
     """One math-reflection episode: answer, critique, refinement, critique... with the
-    game's reward events (``correct`` per answer, ``verdict_correct`` per critique)."""
+    game's reward events (``correct`` per answer, ``verdict_correct`` per critique). Each answer
+    is "Answer: <value>", after the line ``working`` when one is given."""
     question, truth, difficulty = QUESTIONS[task_id]
     policies = policies or {}
     start = T0 + timedelta(minutes=minute)
@@ -153,7 +155,7 @@ def play_math(
                 {"role": "assistant", "content": previous[0]},
                 {"role": "user", "content": f"A reviewer wrote: {previous[1]}\nSolve it again."},
             ]
-        text = "I am not sure." if value is None else f"Answer: {value}"
+        text = "I am not sure." if value is None else f"{working}\nAnswer: {value}".lstrip()
         extra = {} if logprobs is None else {"logprobs": logprobs[round_]}
         answer = _turn(
             played.id,

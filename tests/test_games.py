@@ -128,6 +128,7 @@ def test_critique_reaches_the_refinement_and_critic_approval_stops_the_episode()
         {
             "role": "user",
             "content": f"A reviewer checked your answer and wrote:\n\n{critique}\n\n"
+            "A calculator checked the arithmetic of your answer: 3 + 4 = 6 is wrong: it is 7.\n\n"
             "Solve the problem again, fixing any mistake. Give the final answer as 'Answer: <number>'.",
         },
     ]
@@ -173,6 +174,18 @@ def test_critique_reaches_the_refinement_and_critic_approval_stops_the_episode()
         },
     )
     assert episode.ctx.num_turns == 4
+
+
+def test_the_checker_notes_only_wrong_steps_and_can_be_turned_off() -> None:
+    """No note when every step it can check is right; none at all with ``checker=False``."""
+    critique = "Verdict: incorrect"
+    checked = play_reflection(replay("3 + 4 = 7.\nAnswer: 7", "Answer: 7"), replay(critique, critique), turns=2)
+    unchecked = play_reflection(replay("3 + 4 = 6.\nAnswer: 6", "Answer: 6"), replay(critique, critique), turns=2,
+                                checker=False)
+    for episode, previous in ((checked, "3 + 4 = 7.\nAnswer: 7"), (unchecked, "3 + 4 = 6.\nAnswer: 6")):
+        refinement = episode.sink.turns[2]
+        assert refinement.messages[1:] == reflection_prompts.refine_messages(QUESTION, previous, critique)[1:]
+        assert "calculator" not in refinement.messages[-1]["content"]
 
 
 def test_approval_of_a_wrong_answer_ends_the_episode_when_stop_on_correct() -> None:

@@ -77,6 +77,34 @@ def test_each_task_answered_right_and_wrong_adds_a_fix_and_a_keep(store: Engine,
     assert [r["messages"] for r in as_messages] == [r["prompt"] + r["completion"] for r in rows]
 
 
+def test_each_wrong_answer_its_written_arithmetic_makes_right_adds_a_repair(store: Engine, tmp_path: Path) -> None:
+    """t1's "2 + 3 = 6" (twice) and t3's "9 - 3 = 5" are right once their sums are recomputed: one
+    repair each, after the rejection with the checker's notes, answered with the corrected text, t3's
+    although t3 has no right answer. "2 + 4 = 6" (a right sum of the wrong numbers) and "2 x 3 = 7"
+    (corrected to 6, still wrong) cannot be repaired."""
+    answers = [("t1", "6", "2 + 3 = 6."), ("t1", "6", "2 + 3 = 6."), ("t1", "6", "2 + 4 = 6."),
+               ("t1", "7", "2 x 3 = 7."), ("t1", "5", ""), ("t3", "5", "9 - 3 = 5.")]
+    with Recorder(store) as rec:
+        played = [play_math(rec, task, [value], ["incorrect"], minute=i, working=working)
+                  for i, (task, value, working) in enumerate(answers)]
+    result = build(store, "sft", "actor", tmp_path, options=REFINE, seed=3)
+    rows = rows_of(result.path)
+    assert result.skipped["repair_unavailable"] == 2 and result.skipped["refinement_one_sided"] == 1
+    repairs = rows[-2:]
+    assert [r["prompt"] for r in repairs] == [
+        refine_messages("What is 2 + 3?", "2 + 3 = 6.\nAnswer: 6", "Verdict: incorrect", "2 + 3 = 6 is wrong: it is 5."),
+        refine_messages("What is 9 - 3?", "9 - 3 = 5.\nAnswer: 5", "Verdict: incorrect", "9 - 3 = 5 is wrong: it is 6."),
+    ]
+    assert [r["completion"][0]["content"] for r in repairs] == ["2 + 3 = 5.\nAnswer: 5", "9 - 3 = 6.\nAnswer: 6"]
+    assert [(r["turn_id"], r["task_id"], r["reward"]) for r in repairs] == [
+        (played[0].actor[0].id, "t1", 1.0), (played[5].actor[0].id, "t3", 1.0)]
+    fix = rows[-4]  # t1's fix: after a rejected wrong answer, its right answer
+    assert fix["completion"][0]["content"] == "Answer: 5" and "Verdict: incorrect" in fix["prompt"][-1]["content"]
+    assert len(rows) == 1 + 2 + 2  # t1's right answer, its fix and keep, the two repairs
+    without = build(store, "sft", "actor", tmp_path, options=SFTOptions())
+    assert "repair_unavailable" not in without.skipped and len(rows_of(without.path)) == 1
+
+
 def test_refinement_turns_and_scripted_answers_make_no_refinement_rows(store: Engine, tmp_path: Path) -> None:
     """Only first answers count: a refinement's answers do not pair up with the first ones, and a
     scripted actor's answers are never read."""

@@ -7,6 +7,9 @@ from typing import Any
 
 from graphs.credit import CORRECT
 from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice, Refinements, TruthVerdicts
+from graphs.judges.answers import extract_answer
+from graphs.judges.arithmetic import checker_notes, corrected
+from graphs.judges.verifier import is_correct
 from graphs.math_reflection.credit import CRITIC_CREDIT, VERDICT_CORRECT
 from graphs.math_reflection.majority import majority_index
 from graphs.math_reflection.metrics import reflection_metrics
@@ -72,10 +75,20 @@ def review_of(actor_prompt: Sequence[Message], answer: str) -> list[Message] | N
 
 def rejected(actor_prompt: Sequence[Message], answer: str) -> list[Message] | None:
     """The actor's refinement prompt after its first answer ``answer`` was called incorrect by a
-    critic that wrote the verdict line alone (a truth-trained critic's whole review); None for a
-    prompt that is not a first answer's."""
+    critic that wrote the verdict line alone (a truth-trained critic's whole review), with the
+    arithmetic checker's notes (``ReflectionOptions.checker``, on by default); None for a prompt
+    that is not a first answer's."""
     question = _question(actor_prompt) if len(actor_prompt) == 1 else None
-    return None if question is None else refine_messages(question, answer, VERDICT_INCORRECT_LINE)
+    if question is None:
+        return None
+    return refine_messages(question, answer, VERDICT_INCORRECT_LINE, checker_notes(answer))
+
+
+def repaired(answer: str, truth: str) -> str | None:
+    """A wrong answer with the results of its wrong written steps corrected (what the checker's
+    notes in its rejection name), when that makes it right; None otherwise."""
+    fixed = corrected(answer)
+    return fixed if fixed is not None and is_correct(extract_answer(fixed), truth) else None
 
 
 # the critic's whole response when it answers with the verdict line alone, as constrained decoding writes it
@@ -110,5 +123,5 @@ GAME = GameSpec(
     balanced_seats=frozenset({"critic"}),
     truth_verdicts=TruthVerdicts("critic", "actor", review_of,
                                  {True: VERDICT_CORRECT_LINE, False: VERDICT_INCORRECT_LINE}),
-    refinements=Refinements("actor", rejected),
+    refinements=Refinements("actor", rejected, repaired),
 )

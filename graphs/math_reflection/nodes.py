@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 
 from graphs.context import EpisodeContext
 from graphs.judges.answers import extract_answer
+from graphs.judges.arithmetic import checker_notes
 from graphs.judges.verdict import parse_verdict
 from graphs.judges.verifier import is_correct
 from graphs.math_reflection import prompts
@@ -18,14 +19,16 @@ from graphs.math_reflection.state import Answer, Critique, State
 
 
 async def actor(state: State, runtime: Runtime[EpisodeContext]) -> dict:
-    """The first answer, or a refinement that sees the previous answer and its critique."""
+    """The first answer, or a refinement that sees the previous answer and its critique (and the
+    arithmetic checker's notes on it, ``options.checker``)."""
     ctx = runtime.context
     round_ = len(state["answers"])
     if round_ == 0:
         messages = prompts.actor_messages(ctx.task.question)
     else:
         previous, critique = state["answers"][-1], state["critiques"][-1]
-        messages = prompts.refine_messages(ctx.task.question, previous["text"], critique["text"])
+        notes = checker_notes(previous["text"]) if ctx.options.checker else None
+        messages = prompts.refine_messages(ctx.task.question, previous["text"], critique["text"], notes)
     turn = await ctx.generate("actor", messages, round=round_, parse=extract_answer)
     return {"answers": [Answer(turn_id=turn.id, round=round_, text=turn.text, value=turn.parsed)]}
 

@@ -25,14 +25,17 @@ def actor_messages(question: str) -> list[Message]:
     return [{"role": "user", "content": f"{question}\n{ANSWER_FORMAT}"}]
 
 
-def refine_messages(question: str, previous_answer: str, critique: str) -> list[Message]:
-    """The actor's first prompt, its previous response, and the critique as the next user turn."""
+def refine_messages(question: str, previous_answer: str, critique: str, notes: str | None = None) -> list[Message]:
+    """The actor's first prompt, its previous response, and the critique as the next user turn,
+    with the arithmetic checker's notes on the previous answer after it when it found a wrong step
+    (``ReflectionOptions.checker``)."""
+    checked = f"A calculator checked the arithmetic of your answer: {notes}\n\n" if notes else ""
     return [
         *actor_messages(question),
         {"role": "assistant", "content": previous_answer},
         {
             "role": "user",
-            "content": f"A reviewer checked your answer and wrote:\n\n{critique}\n\n"
+            "content": f"A reviewer checked your answer and wrote:\n\n{critique}\n\n{checked}"
             f"Solve the problem again, fixing any mistake. {ANSWER_FORMAT}",
         },
     ]

@@ -13,18 +13,17 @@ backend's, but they are not any real tokenizer's ids and must not be trained on.
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import inspect
-import math
-import operator
 import re
 from collections.abc import Callable, Mapping
 from itertools import count
 from pathlib import Path
 
 from graphs.judges.answers import extract_answer
+from graphs.judges import arithmetic
+from graphs.judges.arithmetic import checker_notes, evaluate, format_number, plain_arithmetic
 from graphs.policies.base import (
     BackendError,
     GenerationRequest,
@@ -165,19 +164,23 @@ def named_option(reply: str, options: tuple[str, ...]) -> str:
 
 
 def _code_digest(bot: Bot) -> str | None:
-    """The first 16 hex digits of the SHA-256 of the file defining ``bot``: its helpers and
-    constants live beside it, so the whole file is hashed, not the function alone."""
+    """The first 16 hex digits of the SHA-256 of the file defining ``bot`` and of the arithmetic
+    the built-in bots share (``graphs.judges.arithmetic``): its helpers and constants live beside
+    it, so whole files are hashed, not the function alone."""
     try:
         source = inspect.getsourcefile(bot)
-        return _file_digest(source) if source else None
+        return _file_digest(source, arithmetic.__file__) if source else None
     except (TypeError, OSError):  # a builtin or a callable object without a source file
         return None
 
 
 @functools.cache
-def _file_digest(path: str) -> str:
+def _file_digest(*paths: str) -> str:
     """Read and hashed once per process: every scripted backend of a bot file shares it."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _render(messages: list[Message]) -> str:
@@ -251,8 +254,8 @@ def contrarian(messages: list[Message], request: GenerationRequest) -> str:
     own = _calculate(_OTHER_DEBATER.split(first)[0])  # the question, before any argument
     if own is not None and own != theirs:
         return f"The other debater is wrong.\nAnswer: {own}"
-    value = _evaluate(theirs)
-    disputed = _format(value + 1) if value is not None else "0"
+    value = evaluate(theirs)
+    disputed = format_number(value + 1) if value is not None else "0"
     return f"The other debater is wrong.\nAnswer: {disputed}"
 
 
@@ -261,11 +264,10 @@ def arithmetic_checker(messages: list[Message], request: GenerationRequest) -> s
     (the answer under review) with exact arithmetic and names the wrong ones with their right
     result; it does not judge the setup (a right sum of the wrong numbers passes). A tool for
     the refinement turn: a critique that says which number is wrong, and what it should be."""
-    wrong = _wrong_steps(_last_user(messages))
-    if not wrong:
+    notes = checker_notes(_last_user(messages))
+    if notes is None:
         return "Every calculation I can check is right.\nVerdict: correct"
-    listed = " ".join(f"{step} is wrong: it is {right}." for step, right in wrong[:_MAX_WRONG_STEPS])
-    return f"{listed}\nVerdict: incorrect"
+    return f"{notes}\nVerdict: incorrect"
 
 
 BOTS: dict[str, Bot] = {
@@ -322,69 +324,16 @@ def _other_answer(messages: list[Message]) -> str | None:
 
 _EXPRESSION = re.compile(r"[\d(][\d\s.+\-*/×÷()]*[\d)]")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_OPERATORS: dict[type, Callable[[float, float], float]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-}
 
 
 def _calculate(text: str) -> str | None:
     text = text.replace(",", "")
     for candidate in reversed(_EXPRESSION.findall(text)):
         if any(op in candidate for op in "+-*/×÷"):
-            value = _evaluate(_plain_arithmetic(candidate))
+            value = evaluate(plain_arithmetic(candidate))
             if value is not None:
-                return _format(value)
+                return format_number(value)
     numbers = _NUMBER.findall(text)
     return numbers[-1] if numbers else None
 
 
-_OPERAND = r"\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_STEP = re.compile(rf"(?<![\w.]){_OPERAND}(?:\s*[-+x×*/÷]\s*{_OPERAND})+\s*=\s*(-?{_OPERAND})")
-"""A written step: numbers joined by + - x × * / ÷, "=", and its stated result ($ and thousands
-separators allowed)."""
-_MAX_WRONG_STEPS = 3
-
-
-def _wrong_steps(text: str) -> list[tuple[str, str]]:
-    """(step as written, its right result) for each step whose stated result is off by more than
-    rounding to cents."""
-    wrong = []
-    for match in _STEP.finditer(text):
-        left = match.group(0).rpartition("=")[0]
-        value, stated = _evaluate(_plain_arithmetic(left)), _evaluate(_plain_arithmetic(match.group(1)))
-        if value is not None and stated is not None and abs(value - stated) > 0.005 + 1e-9 * abs(value):
-            wrong.append((" ".join(match.group(0).split()), _format(round(value, 6))))
-    return wrong
-
-
-def _plain_arithmetic(text: str) -> str:
-    """Written arithmetic as ``_evaluate`` reads it: no "$" or thousands separators, and
-    "x", "×" and "÷" as "*" and "/"."""
-    return text.replace("$", "").replace(",", "").replace("×", "*").replace("x", "*").replace("÷", "/")
-
-
-def _evaluate(expression: str) -> float | None:
-    """Evaluate + - * / and parentheses only (never eval): None when it is not such an
-    expression, divides by zero or overflows."""
-    try:
-        value = _walk(ast.parse(expression.strip(), mode="eval").body)
-    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _walk(node: ast.AST) -> float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-        return float(node.value)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_walk(node.operand)
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        return _OPERATORS[type(node.op)](_walk(node.left), _walk(node.right))
-    raise ValueError(f"not plain arithmetic: {ast.dump(node)[:60]}")
-
-
-def _format(value: float) -> str:
-    return str(int(value)) if value.is_integer() else f"{value:.6g}"

@@ -3,7 +3,7 @@ their payloads and their rewards, streamed a chunk of episodes at a time.
 
 Set-based: one query streams the selected episodes (oldest finish first); for each chunk of
 them, one query reads their turns with the payloads and rewards they need (and, when asked,
-one query first reads their judgments). There is never a query per turn or per episode. A
+one query first reads their judgments, and one their tasks' answers). There is never a query per turn or per episode. A
 selected or judged turn whose payload row is missing is not read. Prompt messages stay the
 JSON text the store holds until a builder asks for them: most read turns make no row.
 
@@ -32,12 +32,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import Boolean
 
-from storage.models import Episode, Judgment, Reward, Turn, TurnPayload
+from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn, TurnPayload
 from storage.queries import SCRIPTED_BACKEND, policy_is
 from storage.records import EpisodeStatus
 from training.datasets.errors import EvaluationDataError
 
 _E = Episode.__table__
+_EP = EpisodePayload.__table__
 _T = Turn.__table__
 _TP = TurnPayload.__table__
 _R = Reward.__table__
@@ -102,6 +103,8 @@ class ReadPlan:
     """also read judgments, and the turns they prefer or reject (with payloads)"""
     tokens: bool = False
     """read token ids and behaviour logprobs (the largest payload columns), as ``JSONNumbers``"""
+    truths: bool = False
+    """read each episode's ground truth (its task's answer) into ``EpisodeLog.truth``"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +204,8 @@ class EpisodeLog:
     finished_at: datetime
     turns: list[LoggedTurn]
     judgments: list[LoggedJudgment]
+    truth: str | None = None
+    """the task's answer, read when the plan asks (``ReadPlan.truths``); None without one"""
 
     def turn(self, turn_id: str | None) -> LoggedTurn | None:
         return next((t for t in self.turns if t.turn_id == turn_id), None) if turn_id else None
@@ -219,7 +224,7 @@ def read_episodes(
     statements = (_turn_select(plan, judged=False), _turn_select(plan, judged=True))
     with engine.connect() as conn:
         for rows in conn.execute(episodes).partitions():
-            yield from _read_chunk(conn, statements, rows)
+            yield from _read_chunk(conn, statements, rows, truths=plan.truths)
 
 
 def _selected(plan: ReadPlan) -> ColumnElement[bool]:
@@ -257,9 +262,10 @@ def _episode_select(plan: ReadPlan) -> Select[Any]:
 
 
 def _read_chunk(
-    conn: Connection, statements: tuple[Select[Any], Select[Any]], episode_rows: Sequence[Any]
+    conn: Connection, statements: tuple[Select[Any], Select[Any]], episode_rows: Sequence[Any], *, truths: bool
 ) -> list[EpisodeLog]:
     ids = [row.id for row in episode_rows]
+    answers = _truths(conn, ids) if truths else {}
     with_judgments = [row.id for row in episode_rows if row.judged]
     judgments = _judgments(conn, with_judgments) if with_judgments else {}
     judged = _named_turns(judgments)
@@ -307,10 +313,20 @@ def _read_chunk(
 
     return [
         EpisodeLog(episode_id, game, task_id, difficulty, split, finished_at, turns[episode_id],
-                   judgments.get(episode_id, []))
+                   judgments.get(episode_id, []), answers.get(episode_id))
         for episode_id, game, task_id, difficulty, split, finished_at, _ in episode_rows
         if episode_id in turns and any(t.selected for t in turns[episode_id])
     ]
+
+
+def _truths(conn: Connection, episode_ids: list[str]) -> dict[str, str]:
+    """episode id -> its task's answer, for the episodes whose task has one."""
+    query = select(_EP.c.episode_id, _EP.c.task).where(_EP.c.episode_id.in_(episode_ids))
+    return {
+        episode_id: str(task["answer"])
+        for episode_id, task in conn.execute(query).all()
+        if isinstance(task, dict) and task.get("answer") is not None
+    }
 
 
 def _judgments(conn: Connection, episode_ids: list[str]) -> dict[str, list[LoggedJudgment]]:

@@ -45,7 +45,8 @@ import heapq
 import json
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from datetime import datetime
 from typing import Literal, NamedTuple
 
 from datasets import Features
@@ -57,7 +58,7 @@ from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import CORRECT, turn_credits
 from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog, LoggedTurn
+from training.datasets.reading import EpisodeLog, LogFilter, LoggedTurn, ReadPlan
 
 SFTFormat = Literal["messages", "prompt_completion"]
 SFT_FORMATS: tuple[SFTFormat, ...] = ("messages", "prompt_completion")
@@ -141,6 +142,8 @@ class RejectionSampling(Builder[SFTOptions]):
         self._refine = refinements_of(context.game, context.role) if options.refinements else None
         self._first_answers: dict[str, list[_FirstAnswer]] = {}
         """task -> its checked first answers, with ``refinements``"""
+        self._repairs: dict[str, Row] = {}
+        """prompt key -> the repair row of a wrong first answer (``Refinements.corrected``)"""
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
         """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
@@ -151,13 +154,19 @@ class RejectionSampling(Builder[SFTOptions]):
         text = {"messages": MESSAGES} if options.format == "messages" else {"prompt": MESSAGES, "completion": MESSAGES}
         return Features({**text, "reward": FLOAT, **TURN_METADATA})
 
+    def read_plan(self, log_filter: LogFilter, since: datetime | None) -> ReadPlan:
+        plan = super().read_plan(log_filter, since)
+        return replace(plan, truths=True) if self._refine and self._refine.corrected else plan
+
     def add(self, episode: EpisodeLog) -> Iterable[Row]:
         credits = turn_credits(episode, self.context.role)
         for turn in self.role_turns(episode):
             rejected = self._refine.refine(turn.prompt, turn.text) if self._refine and CORRECT in turn.rewards else None
             if rejected is not None:
-                self._first_answers.setdefault(episode.task_id, []).append(
-                    _FirstAnswer(turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected))
+                answer = _FirstAnswer(turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected)
+                self._first_answers.setdefault(episode.task_id, []).append(answer)
+                if not answer.right:
+                    self._repair(answer, episode)
             reward = credits.get(turn.turn_id)
             if reward is None:
                 self.skipped["no_reward"] += 1
@@ -181,6 +190,19 @@ class RejectionSampling(Builder[SFTOptions]):
         for row, _ in ordered:
             yield json.loads(row)
         yield from self._refinement_rows()
+        yield from self._repairs.values()
+
+    def _repair(self, answer: _FirstAnswer, episode: EpisodeLog) -> None:
+        corrected = self._refine.corrected if self._refine else None
+        if corrected is None:
+            return
+        fixed = corrected(answer.turn.text, episode.truth) if episode.truth is not None else None
+        if fixed is None:
+            self.skipped["repair_unavailable"] += 1
+            return
+        key = json.dumps(answer.rejected_prompt, ensure_ascii=False)
+        self._repairs.setdefault(key, self._row(answer.rejected_prompt, answer.turn, 1.0, answer.episode_id,
+                                                episode.task_id, text=fixed))
 
     def _refinement_rows(self) -> Iterator[Row]:
         rng = random.Random(self.context.seed)
@@ -194,9 +216,11 @@ class RejectionSampling(Builder[SFTOptions]):
                 kept = rng.choice(right)
                 yield self._row(rejected.rejected_prompt, kept.turn, 1.0, kept.episode_id, task_id)
 
-    def _row(self, prompt: Sequence[Message], turn: LoggedTurn, reward: float, episode_id: str, task_id: str) -> Row:
-        """``prompt`` answered with ``turn``'s response, in the build's format, with the turn's metadata."""
-        messages, answer = chat(prompt), assistant(turn.text)
+    def _row(self, prompt: Sequence[Message], turn: LoggedTurn, reward: float, episode_id: str, task_id: str,
+             *, text: str | None = None) -> Row:
+        """``prompt`` answered with ``turn``'s response (or ``text``), in the build's format, with the turn's
+        metadata."""
+        messages, answer = chat(prompt), assistant(turn.text if text is None else text)
         text = (
             {"messages": messages + answer}
             if self.options.format == "messages"
