@@ -100,7 +100,8 @@ def retrain(
         "--refinements/--no-refinements",
         help="The actor's sft rows also teach its refinement turn: for each task its first answers got both right "
              "and wrong, the prompt after a bare rejection of a wrong answer and of a right one, each answered with "
-             "a right answer (default: on with the sft trainer, for a game that declares refinements).",
+             "a right answer, and each wrong answer the game can correct, answered with the correction "
+             "(default: on with the sft trainer, for a game that declares refinements).",
         show_default=False)] = None,
     game_options: GameOptionValues = NONE_GIVEN,
     temperature: Annotated[

@@ -51,7 +51,9 @@ RefinementsOption = Annotated[
     typer.Option("--refinements",
                  help="sft: also teach the role's refinement turn (math-reflection's actor): for each task it "
                       "answered both right and wrong at its first turn, the prompt after a rejection of a wrong "
-                      "answer and after a rejection of a right one, each answered with a right answer."),
+                      "answer and after a rejection of a right one, each answered with a right answer; and each "
+                      "wrong answer the game can correct (math-reflection: its written arithmetic recomputed "
+                      "makes it right) after its rejection, answered with the corrected answer."),
 ]
 
 
@@ -161,7 +163,7 @@ def datasets_build(
     * `sparring datasets build sft --role critic --verdicts truth --max-rows 128`
       (the critic's rows from the actor's checked answers; --policy then picks the actor's turns)
     * `sparring datasets build sft --role actor --refinements`
-      (after `sparring play ... --samples 2`: the refinement turn learns to fix and to keep)
+      (after `sparring play ... --samples 2`: the refinement turn learns to fix, keep and repair)
     """
     if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
         fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
@@ -288,7 +290,7 @@ def train(
     * `sparring train sft --role critic --verdicts truth --max-rows 128` (the critic learns the
       ground truth about the actor's checked answers)
     * `sparring train sft --role actor --refinements` (after `sparring play ... --samples 2`: the
-      actor's refinement turn learns to fix a wrong answer and to keep a right one)
+      actor's refinement turn learns to fix, keep and repair answers)
     * `sparring train dpo --role critic --config dpo.yaml`, with dpo.yaml holding for instance
       `loss_type: ipo`, `lora: {r: 32, alpha: 64}` and `trl: {lr_scheduler_type: cosine}`
     * `accelerate launch --multi_gpu --num_processes 4 -m app.cli train sft --role actor --dataset 12`
