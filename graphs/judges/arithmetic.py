@@ -58,18 +58,17 @@ def corrected(text: str) -> str | None:
     the wrong number too (a later step that used it is then recomputed in turn, as is the final
     answer line); None when no step is wrong, or when fixing goes on past ``MAX_CORRECTIONS`` steps.
     Whether the corrected solution is right is for a judge with the ground truth to say."""
-    changed = False
-    for _ in range(MAX_CORRECTIONS + 1):
+    for corrections in range(MAX_CORRECTIONS + 1):
         first = next(iter(_wrong_matches(text)), None)
         if first is None:
-            return text if changed else None
+            return text if corrections else None
         match, right = first
-        wrong = _plain(match.group(1))
+        wrong = plain_arithmetic(match.group(1))
         head, tail = text[: match.start(1)], text[match.start(1):]
-        fixed = head + _NUMBER.sub(lambda n: right if _plain(n.group(0)) == wrong else n.group(0), tail)
+        fixed = head + _NUMBER.sub(lambda n: right if plain_arithmetic(n.group(0)) == wrong else n.group(0), tail)
         if fixed == text:  # a result written in a form it cannot replace (a negative one)
             return None
-        text, changed = fixed, True
+        text = fixed
     return None
 
 
@@ -102,10 +101,6 @@ def _wrong_matches(text: str) -> list[tuple[re.Match[str], str]]:
         if value is not None and stated is not None and abs(value - stated) > 0.005 + 1e-9 * abs(value):
             wrong.append((match, format_number(round(value, 6))))
     return wrong
-
-
-def _plain(number: str) -> str:
-    return number.replace("$", "").replace(",", "")
 
 
 def _walk(node: ast.AST) -> float:

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from itertools import count
 from pathlib import Path
 
-from graphs.judges.answers import extract_answer
 from graphs.judges import arithmetic
+from graphs.judges.answers import extract_answer
 from graphs.judges.arithmetic import checker_notes, evaluate, format_number, plain_arithmetic
 from graphs.policies.base import (
     BackendError,

@@ -3,9 +3,10 @@ their payloads and their rewards, streamed a chunk of episodes at a time.
 
 Set-based: one query streams the selected episodes (oldest finish first); for each chunk of
 them, one query reads their turns with the payloads and rewards they need (and, when asked,
-one query first reads their judgments, and one their tasks' answers). There is never a query per turn or per episode. A
-selected or judged turn whose payload row is missing is not read. Prompt messages stay the
-JSON text the store holds until a builder asks for them: most read turns make no row.
+one query first reads their judgments, and one their tasks' answers). There is never a query
+per turn or per episode. A selected or judged turn whose payload row is missing is not read.
+Prompt messages stay the JSON text the store holds until a builder asks for them: most read
+turns make no row.
 
 Which turns are read, for a ``ReadPlan`` with role R:
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import heapq
 import json
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Literal, NamedTuple
@@ -142,6 +142,8 @@ class RejectionSampling(Builder[SFTOptions]):
         self._refine = refinements_of(context.game, context.role) if options.refinements else None
         self._first_answers: dict[str, list[_FirstAnswer]] = {}
         """task -> its checked first answers, with ``refinements``"""
+        self._corrected = self._refine.corrected if self._refine else None
+        """the game's correction of a wrong first answer (``Refinements.corrected``), with ``refinements``"""
         self._repairs: dict[str, Row] = {}
         """prompt key -> the repair row of a wrong first answer (``Refinements.corrected``)"""
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
@@ -156,7 +158,7 @@ class RejectionSampling(Builder[SFTOptions]):
 
     def read_plan(self, log_filter: LogFilter, since: datetime | None) -> ReadPlan:
         plan = super().read_plan(log_filter, since)
-        return replace(plan, truths=True) if self._refine and self._refine.corrected else plan
+        return replace(plan, truths=True) if self._corrected else plan
 
     def add(self, episode: EpisodeLog) -> Iterable[Row]:
         credits = turn_credits(episode, self.context.role)
@@ -165,8 +167,8 @@ class RejectionSampling(Builder[SFTOptions]):
             if rejected is not None:
                 answer = _FirstAnswer(turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected)
                 self._first_answers.setdefault(episode.task_id, []).append(answer)
-                if not answer.right:
-                    self._repair(answer, episode)
+                if not answer.right and self._corrected:
+                    self._repair(answer, episode, self._corrected)
             reward = credits.get(turn.turn_id)
             if reward is None:
                 self.skipped["no_reward"] += 1
@@ -192,17 +194,14 @@ class RejectionSampling(Builder[SFTOptions]):
         yield from self._refinement_rows()
         yield from self._repairs.values()
 
-    def _repair(self, answer: _FirstAnswer, episode: EpisodeLog) -> None:
-        corrected = self._refine.corrected if self._refine else None
-        if corrected is None:
-            return
+    def _repair(self, answer: _FirstAnswer, episode: EpisodeLog, corrected: Callable[[str, str], str | None]) -> None:
         fixed = corrected(answer.turn.text, episode.truth) if episode.truth is not None else None
         if fixed is None:
             self.skipped["repair_unavailable"] += 1
             return
         key = json.dumps(answer.rejected_prompt, ensure_ascii=False)
         self._repairs.setdefault(key, self._row(answer.rejected_prompt, answer.turn, 1.0, answer.episode_id,
-                                                episode.task_id, text=fixed))
+                                                episode.task_id, completion=fixed))
 
     def _refinement_rows(self) -> Iterator[Row]:
         rng = random.Random(self.context.seed)
@@ -217,10 +216,10 @@ class RejectionSampling(Builder[SFTOptions]):
                 yield self._row(rejected.rejected_prompt, kept.turn, 1.0, kept.episode_id, task_id)
 
     def _row(self, prompt: Sequence[Message], turn: LoggedTurn, reward: float, episode_id: str, task_id: str,
-             *, text: str | None = None) -> Row:
-        """``prompt`` answered with ``turn``'s response (or ``text``), in the build's format, with the turn's
-        metadata."""
-        messages, answer = chat(prompt), assistant(turn.text if text is None else text)
+             *, completion: str | None = None) -> Row:
+        """``prompt`` answered with ``turn``'s response (or ``completion``), in the build's format, with the
+        turn's metadata."""
+        messages, answer = chat(prompt), assistant(turn.text if completion is None else completion)
         text = (
             {"messages": messages + answer}
             if self.options.format == "messages"
