@@ -4,9 +4,9 @@ A retrain round evaluates the same policies several times (the report's "before"
 actor gate's baseline; once the actor's candidate is promoted, its evaluation is the critic
 gate's baseline), and ``sparring eval`` may be asked the same question again. On 2 CPU cores
 one evaluation takes minutes, so an evaluation is keyed by everything that decides its
-outcome: the game, each seat's backend, model, adapter and decoding (always greedy; a
-scripted bot's source file digest too), a
-digest of the tasks (ids, questions and answers), the seed and the game options. Before
+outcome: the game (and its ``revision``), each seat's backend, model, adapter and decoding
+(always greedy; a scripted bot's source file digest too), a digest of the tasks (ids,
+questions and answers), the seed and the game options. Before
 playing, the evaluator looks for a finished run of the same key with no failed episode, in
 this process's memory and then in the store, and reuses its figures. Within one evaluator, a
 greedy request a model seat already answered in an earlier evaluation (the same adapter,
@@ -93,8 +93,8 @@ def evaluation_key(game: GameSpec, policies: Mapping[str, Policy], tasks: list[T
                             "max_new_tokens": p.sampling.max_new_tokens, "stop": list(p.sampling.stop)}}
         for seat, p in sorted(policies.items())
     }
-    return {"game": game.name, "seats": seats, "tasks": tasks_digest(tasks), "n_tasks": len(tasks), "seed": seed,
-            "options": asdict(options)}
+    return {"game": game.name, **({"revision": game.revision} if game.revision > 1 else {}), "seats": seats,
+            "tasks": tasks_digest(tasks), "n_tasks": len(tasks), "seed": seed, "options": asdict(options)}
 
 
 def digest(key: Mapping[str, Any]) -> str:

@@ -158,6 +158,10 @@ class GameSpec:
     bots: Mapping[str, Bot] = field(default_factory=dict)
     """scripted bots the game contributes for its context seats (name -> bot), reachable as
     ``--seat SEAT=scripted:NAME`` and as practice stand-ins (``graphs.policies.scripted.known_bots``)"""
+    revision: int = 1
+    """raised when a change to the game's prompts or rules changes what the same policies play, so
+    that evaluations stored under an earlier revision are played again, not reused (revision 1 adds
+    nothing to an evaluation's key)"""
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.seats]
@@ -179,6 +183,8 @@ class GameSpec:
                 problems.append(f"truth verdicts' judge seat {truth.judge_seat!r} is not a learner seat")
             if truth.answer_seat not in names or truth.answer_seat == truth.judge_seat:
                 problems.append(f"truth verdicts' answer seat {truth.answer_seat!r} is not another seat")
+        if self.revision < 1:
+            problems.append(f"revision {self.revision} is below 1")
         if self.refinements is not None and self.refinements.seat not in learners:
             problems.append(f"refinements' seat {self.refinements.seat!r} is not a learner seat")
         try:

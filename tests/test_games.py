@@ -120,8 +120,10 @@ def test_critique_reaches_the_refinement_and_critic_approval_stops_the_episode()
     assert episode.order == [("actor", 0, 0), ("critic", 1, 0), ("actor", 2, 1), ("critic", 3, 1)]
     first_prompt = [{"role": "user", "content": f"{QUESTION}\nGive the final answer as 'Answer: <number>'."}]
     assert actor0.messages == first_prompt
-    assert critic0.messages == reflection_prompts.critic_messages(QUESTION, "3 + 4 = 6.\nAnswer: 6")
-    assert "Proposed solution:\n3 + 4 = 6.\nAnswer: 6" in critic0.messages[0]["content"]
+    notes = "3 + 4 = 6 is wrong: it is 7."
+    assert critic0.messages == reflection_prompts.critic_messages(QUESTION, "3 + 4 = 6.\nAnswer: 6", notes)
+    assert ("Proposed solution:\n3 + 4 = 6.\nAnswer: 6\n\nA calculator checked the arithmetic of the solution: "
+            f"{notes}\n\nCheck the proposed solution") in critic0.messages[0]["content"]
     assert actor1.messages == [
         *first_prompt,
         {"role": "assistant", "content": "3 + 4 = 6.\nAnswer: 6"},
@@ -177,15 +179,17 @@ def test_critique_reaches_the_refinement_and_critic_approval_stops_the_episode()
 
 
 def test_the_checker_notes_only_wrong_steps_and_can_be_turned_off() -> None:
-    """No note when every step it can check is right; none at all with ``checker=False``."""
+    """No note, to the critic or the refinement, when every step it can check is right; none at
+    all with ``checker=False``."""
     critique = "Verdict: incorrect"
     checked = play_reflection(replay("3 + 4 = 7.\nAnswer: 7", "Answer: 7"), replay(critique, critique), turns=2)
     unchecked = play_reflection(replay("3 + 4 = 6.\nAnswer: 6", "Answer: 6"), replay(critique, critique), turns=2,
                                 checker=False)
     for episode, previous in ((checked, "3 + 4 = 7.\nAnswer: 7"), (unchecked, "3 + 4 = 6.\nAnswer: 6")):
-        refinement = episode.sink.turns[2]
+        review, refinement = episode.sink.turns[1:3]
+        assert review.messages == reflection_prompts.critic_messages(QUESTION, previous)
         assert refinement.messages[1:] == reflection_prompts.refine_messages(QUESTION, previous, critique)[1:]
-        assert "calculator" not in refinement.messages[-1]["content"]
+        assert "calculator" not in review.messages[0]["content"] + refinement.messages[-1]["content"]
 
 
 def test_approval_of_a_wrong_answer_ends_the_episode_when_stop_on_correct() -> None:

@@ -67,10 +67,11 @@ def _question(actor_prompt: Sequence[Message]) -> str | None:
 
 
 def review_of(actor_prompt: Sequence[Message], answer: str) -> list[Message] | None:
-    """The critic's prompt reviewing an actor answer, as the game builds it; None for an actor
-    prompt of other wording."""
+    """The critic's prompt reviewing an actor answer, as the game builds it with the arithmetic
+    checker's notes (``ReflectionOptions.checker``, on by default); None for an actor prompt of
+    other wording."""
     question = _question(actor_prompt)
-    return None if question is None else critic_messages(question, answer)
+    return None if question is None else critic_messages(question, answer, checker_notes(answer))
 
 
 def rejected(actor_prompt: Sequence[Message], answer: str) -> list[Message] | None:
@@ -124,4 +125,5 @@ GAME = GameSpec(
     truth_verdicts=TruthVerdicts("critic", "actor", review_of,
                                  {True: VERDICT_CORRECT_LINE, False: VERDICT_INCORRECT_LINE}),
     refinements=Refinements("actor", rejected, repaired),
+    revision=2,  # 2: the critic's review carries the arithmetic checker's notes
 )

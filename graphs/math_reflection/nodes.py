@@ -51,15 +51,17 @@ async def judge(state: State, runtime: Runtime[EpisodeContext]) -> dict:
 
 
 async def critic(state: State, runtime: Runtime[EpisodeContext]) -> dict:
-    """Review the latest answer: a free critique whose last line, "Verdict: correct|incorrect",
-    is chosen by constrained decoding (prompts.VERDICT_LINE), all one turn. Reward
+    """Review the latest answer (with the arithmetic checker's notes on it, ``options.checker``):
+    a free critique whose last line, "Verdict: correct|incorrect", is chosen by constrained
+    decoding (prompts.VERDICT_LINE), all one turn. Reward
     ``verdict_correct`` (1/0, 0 without a verdict) on the critic's turn when the truth is known.
 
     A backend that cannot constrain (a plain OpenAI-compatible API) leaves the critique as
     written; its verdict is then parsed from the text and may be missing."""
     ctx = runtime.context
     answer, truth = state["answers"][-1], state["correct"][-1]
-    messages = prompts.critic_messages(ctx.task.question, answer["text"])
+    notes = checker_notes(answer["text"]) if ctx.options.checker else None
+    messages = prompts.critic_messages(ctx.task.question, answer["text"], notes)
     turn = await ctx.generate(
         "critic", messages, round=answer["round"], parse=_verdict_label, final=prompts.VERDICT_LINE
     )

@@ -14,9 +14,10 @@ class ReflectionOptions(GameOptions):
     stop_on_correct: bool = True
     """stop when the critic says the answer is correct"""
     checker: bool = True
-    """a refinement also sees the arithmetic checker's notes on the rejected answer (each written
-    step "a op b = c" whose result is wrong, with the right one: ``graphs.judges.arithmetic``), a
-    calculator beside the critic; the rows that teach the refinement turn assume it on"""
+    """the critic's review and a refinement also see the arithmetic checker's notes on the answer
+    (each written step "a op b = c" whose result is wrong, with the right one:
+    ``graphs.judges.arithmetic``), a calculator in the team; the rows that teach the critic's
+    verdicts and the refinement turn assume it on"""
     stop_when_right: bool = False
     """stop once an answer is right (ground truth), unreviewed: with a stand-in critic that always
     says "incorrect" (practice), exactly the wrong answers are refined, as a truthful critic would"""

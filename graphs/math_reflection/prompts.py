@@ -41,10 +41,13 @@ def refine_messages(question: str, previous_answer: str, critique: str, notes: s
     ]
 
 
-def critic_messages(question: str, answer: str) -> list[Message]:
+def critic_messages(question: str, answer: str, notes: str | None = None) -> list[Message]:
+    """The critic's review of one answer, with the arithmetic checker's notes on it before the
+    instructions when it found a wrong step (``ReflectionOptions.checker``)."""
+    checked = f"A calculator checked the arithmetic of the solution: {notes}\n\n" if notes else ""
     return [
         {
             "role": "user",
-            "content": f"Problem:\n{question}\n\nProposed solution:\n{answer}\n\n{CRITIC_INSTRUCTIONS}",
+            "content": f"Problem:\n{question}\n\nProposed solution:\n{answer}\n\n{checked}{CRITIC_INSTRUCTIONS}",
         }
     ]
