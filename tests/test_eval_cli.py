@@ -74,6 +74,25 @@ def test_a_scripted_bot_whose_code_changed_is_played_again(url, sums, monkeypatc
     assert _counts(url) == (2, 16)
 
 
+def test_a_game_whose_revision_was_raised_is_played_again(url, sums, monkeypatch):
+    """A game's prompts change under the same name and options (math-reflection's critic now sees
+    the checker's notes): its raised ``revision`` is in the evaluation key, so the stored run of
+    the earlier revision is not reused; revision 1 leaves the key as it was."""
+    from dataclasses import replace
+
+    from evaluation.evaluator import evaluation_key
+    from graphs.math_reflection import game
+
+    first = {r["metric"]: r for r in json.loads(cli("eval", "--tasks", str(sums), *SCRIPTED, "--format", "json"))}
+    monkeypatch.setattr(game, "GAME", replace(game.GAME, revision=game.GAME.revision + 1))
+    raised = {r["metric"]: r for r in json.loads(cli("eval", "--tasks", str(sums), *SCRIPTED, "--format", "json"))}
+    assert raised["pass@turn-1"]["reused"] is False and raised["pass@turn-1"]["run_id"] != first["pass@turn-1"]["run_id"]
+    assert _counts(url) == (2, 16)
+    options = game.GAME.make_options({})
+    assert evaluation_key(game.GAME, {}, [], 0, options)["revision"] == game.GAME.revision
+    assert "revision" not in evaluation_key(replace(game.GAME, revision=1), {}, [], 0, options)
+
+
 def test_eval_table_fits_80_columns(url, sums):
     table = cli("eval", "--tasks", str(sums), *SCRIPTED)
     assert "pass@turn-1" in table and "100.0%" in table and "[67.6, 100.0]" in table

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from app.cli import app
 from graphs.game import GameContractError, GameSpec, TruthVerdicts
 from graphs.games import get_game
+from graphs.judges.arithmetic import checker_notes
 from graphs.judges.verdict import parse_verdict
 from graphs.math_reflection.prompts import critic_messages
 from storage.recorder import Recorder
@@ -33,7 +34,7 @@ runner = CliRunner()
 
 
 def review(task_id: str, answer: str) -> list[dict[str, str]]:
-    return critic_messages(QUESTIONS[task_id][0], answer)
+    return critic_messages(QUESTIONS[task_id][0], answer, checker_notes(answer))
 
 
 def verdict(row: dict[str, Any]) -> str:
@@ -55,6 +56,8 @@ def test_the_review_is_the_prompt_the_critic_saw_and_the_verdicts_parse_as_the_t
     assert (truth.judge_seat, truth.answer_seat) == ("critic", "actor")
     assert truth.review(actor0.messages, actor0.response) == critic0.messages
     assert truth.review(actor1.messages, actor1.response) == critic1.messages  # the refinement's prompt holds more
+    assert "A calculator checked the arithmetic of the solution: 3 + 4 = 6 is wrong: it is 7." in (
+        truth.review(actor0.messages, actor0.response)[0]["content"])  # the checker's notes, as in play
     assert truth.review([{"role": "user", "content": "What is 2 + 3?"}], "Answer: 5") is None  # other wording
     assert {parse_verdict(line): line for line in truth.verdicts.values()} == dict(truth.verdicts)
     assert dict(truth.verdicts) == {True: "Verdict: correct", False: "Verdict: incorrect"}
