@@ -4,9 +4,9 @@ wrong results corrected.
 
 A calculator's view: it checks each step's result against its own operands, never the setup (a
 right sum of the wrong numbers passes). The scripted critic ``arithmetic-checker`` writes its
-notes as its review; math-reflection puts them beside the critic's review in the actor's
-refinement prompt (``ReflectionOptions.checker``) and teaches the actor to use them with rows
-whose answer is the rejected one, corrected (``corrected``).
+notes as its review; math-reflection puts them in the critic's review prompt and beside the
+critic's review in the actor's refinement prompt (``ReflectionOptions.checker``), and teaches
+the actor to use them with rows whose answer is the rejected one, corrected (``corrected``).
 
 Expressions are evaluated by walking their syntax tree (+ - * / and parentheses only), never
 with ``eval``: the text is model-written.
