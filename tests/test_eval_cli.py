@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 from cli_calls import unwrapped
@@ -13,7 +14,9 @@ from transformers import LlamaForCausalLM
 from typer.testing import CliRunner
 
 from app.cli import app
+from evaluation.evaluator import evaluation_key
 from evaluation.stats import mcnemar_exact, wilson
+from graphs.math_reflection import game
 from storage.engine import open_store
 from storage.models import Episode, Run
 from tiny_model import save_random_lora, save_tiny_model
@@ -78,11 +81,6 @@ def test_a_game_whose_revision_was_raised_is_played_again(url, sums, monkeypatch
     """A game's prompts change under the same name and options (math-reflection's critic now sees
     the checker's notes): its raised ``revision`` is in the evaluation key, so the stored run of
     the earlier revision is not reused; revision 1 leaves the key as it was."""
-    from dataclasses import replace
-
-    from evaluation.evaluator import evaluation_key
-    from graphs.math_reflection import game
-
     first = {r["metric"]: r for r in json.loads(cli("eval", "--tasks", str(sums), *SCRIPTED, "--format", "json"))}
     monkeypatch.setattr(game, "GAME", replace(game.GAME, revision=game.GAME.revision + 1))
     raised = {r["metric"]: r for r in json.loads(cli("eval", "--tasks", str(sums), *SCRIPTED, "--format", "json"))}

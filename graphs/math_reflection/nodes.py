@@ -20,15 +20,14 @@ from graphs.math_reflection.state import Answer, Critique, State
 
 async def actor(state: State, runtime: Runtime[EpisodeContext]) -> dict:
     """The first answer, or a refinement that sees the previous answer and its critique (and the
-    arithmetic checker's notes on it, ``options.checker``)."""
+    arithmetic checker's notes on it that the critic saw, ``options.checker``)."""
     ctx = runtime.context
     round_ = len(state["answers"])
     if round_ == 0:
         messages = prompts.actor_messages(ctx.task.question)
     else:
         previous, critique = state["answers"][-1], state["critiques"][-1]
-        notes = checker_notes(previous["text"]) if ctx.options.checker else None
-        messages = prompts.refine_messages(ctx.task.question, previous["text"], critique["text"], notes)
+        messages = prompts.refine_messages(ctx.task.question, previous["text"], critique["text"], critique["notes"])
     turn = await ctx.generate("actor", messages, round=round_, parse=extract_answer)
     return {"answers": [Answer(turn_id=turn.id, round=round_, text=turn.text, value=turn.parsed)]}
 
@@ -86,6 +85,7 @@ async def critic(state: State, runtime: Runtime[EpisodeContext]) -> dict:
         verdict=verdict,
         verdict_correct=verdict_correct,
         constrained=constrained,
+        notes=notes,
     )
     return {"critiques": [critique]}
 

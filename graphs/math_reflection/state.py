@@ -29,6 +29,9 @@ class Critique(TypedDict):
     """whether the verdict matches the truth (None when the task has no ground truth)"""
     constrained: bool
     """whether the verdict line was chosen by constrained decoding (else parsed from free text)"""
+    notes: str | None
+    """the arithmetic checker's notes on the reviewed answer, which the critic saw and a refinement
+    after it sees (None: no wrong step found, or ``options.checker`` off)"""
 
 
 class State(TypedDict):
