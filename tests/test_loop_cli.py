@@ -165,20 +165,20 @@ def test_every_minutes_ends_the_play_phase_early(env):
     assert rounds[0]["episodes"] == 4  # the first one per concurrent slot always start; then time is up
 
 
-def test_several_rounds_train_the_critic_on_truth_verdicts_by_default(env):
-    """--judge-rows left out: truth with --rounds above 1, own for one round (the main job), and
-    what the command line names wins; each round's run records the rows it chose."""
+def test_the_critic_learns_from_truth_verdicts_by_default(env):
+    """--judge-rows left out: truth, for one round (the main job) as for several; what the command
+    line names wins; each round's run records the rows it chose."""
     quick = ["--practice", "0", "--min-rows", "1", "--every-episodes", "1", "--samples", "1", "-c", "1",
              "--eval-tasks", "1", "--turns", "1", "--max-new-tokens", "2", "--max-steps", "1", "--no-report"]
     for options in (["--rounds", "2"], ["--once"], ["--rounds", "2", "--judge-rows", "own"]):
         result = runner.invoke(app, ["retrain", *options, *quick])
         assert result.exit_code == 0, result.output
-        assert ("from the ground truth" in result.output) == (options == ["--rounds", "2"])
+        assert ("from the ground truth" in result.output) == ("own" not in options)
     with open_store(f"sqlite:///{env / 'loop.db'}").connect() as conn:
         configs = [c for c in conn.execute(select(Run.config).order_by(Run.started_at)).scalars()
                    if c["purpose"].startswith("retrain round")]
     assert [(c["purpose"], c["config"]["judge_rows"], c["config"]["judge_max_rows"]) for c in configs] == [
-        ("retrain round 1", "truth", 70), ("retrain round 2", "truth", 70), ("retrain round 1", "own", 70),
+        ("retrain round 1", "truth", 70), ("retrain round 2", "truth", 70), ("retrain round 1", "truth", 70),
         ("retrain round 1", "own", 70), ("retrain round 2", "own", 70)]
 
 

@@ -255,11 +255,10 @@ def test_retrain_chooses_the_critic_rows_by_judge_rows() -> None:
         RetrainConfig(judge_max_rows=1)
 
 
-def test_the_judge_learns_from_the_truth_by_default_only_over_several_rounds() -> None:
-    assert default_judge_rows(REFLECTION, "sft", 3) == "truth"
-    assert default_judge_rows(REFLECTION, "sft", 1) == "own"  # the main job: no time to train the critic
-    assert default_judge_rows(REFLECTION, "dpo", 3) == "own"  # truth verdicts are sft rows
-    assert default_judge_rows(get_game("debate"), "sft", 3) == "own"  # no truth verdicts declared
+def test_the_judge_learns_from_the_truth_by_default_where_the_game_and_trainer_allow() -> None:
+    assert default_judge_rows(REFLECTION, "sft") == "truth"
+    assert default_judge_rows(REFLECTION, "dpo") == "own"  # truth verdicts are sft rows
+    assert default_judge_rows(get_game("debate"), "sft") == "own"  # no truth verdicts declared
 
 
 @pytest.mark.parametrize(("text", "options", "message"), [

@@ -90,8 +90,7 @@ def retrain(
         help="sft rows of the game's judge-like seat (math-reflection's critic): 'own', its own right verdicts, "
              "balanced across labels; 'truth', reviews of the actor's answers checked against the ground truth "
              "(practice included) with the verdict the truth calls for, balanced at each difficulty (default: "
-             "truth with --rounds above 1, for a game that declares truth verdicts and the sft trainer; own for "
-             "one round, whose 20 minutes leave no time to train and gate the critic).",
+             "truth, for a game that declares truth verdicts and the sft trainer; own otherwise).",
         show_default=False)] = None,
     judge_max_rows: Annotated[int, typer.Option(
         min=2, help="--judge-rows truth: the most rows a round trains the judge seat on (a seeded, balanced "
@@ -135,19 +134,19 @@ def retrain(
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: the
     actor first practises alone (--practice, two attempts a task), then full episodes are
     played, and its rows also teach its refinement turn (--refinements); one round on the
-    bundled model took 12 to 20 minutes on 2 CPU cores with native bfloat16 (200 held-out
+    bundled model took about 18 minutes on 2 CPU cores with native bfloat16 (200 held-out
     tasks per evaluation; CPUs without it play in float32, each step about 2.5x as long).
 
     Examples:
 
-    * `sparring retrain`   (one round: play, train actor and critic, gate, deploy, report)
-    * `sparring retrain --rounds 3`   (three rounds, gates and report on 200 held-out tasks; the
+    * `sparring retrain`   (one round: play, train actor and critic, gate, deploy, report; the
       critic learns from the truth about the actor's answers, --judge-rows truth)
+    * `sparring retrain --rounds 3`   (three rounds, gates and report on 200 held-out tasks)
     * `sparring retrain --eval-tasks 64 --practice 128`   (a quicker, noisier round)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
-    * `sparring retrain --judge-rows truth`   (one round in which the critic learns from the truth
-      about every checked actor answer, at most --judge-max-rows 70 rows a round, rather than from
-      its own right verdicts: about 6 minutes more)
+    * `sparring retrain --judge-rows own`   (the critic learns from its own right verdicts rather
+      than from the truth about at most --judge-max-rows 70 checked actor answers a round: a main
+      job usually has too few of them to train it, about 4.5 minutes less)
     * `sparring retrain --practice-samples 1 --no-refinements`   (one attempt at each of 512
       problems, first answers only: quicker training, and no lesson for the refinement turn)
     * `sparring retrain --config retrain.yaml --rounds 3`, with retrain.yaml holding for instance
@@ -185,7 +184,7 @@ def retrain(
             "practice_tasks": chosen["practice_tasks"] or ("arithmetic:1" if tasks == "arithmetic" else tasks),
             "refinements": chosen["refinements"] if chosen["refinements"] is not None
             else chosen["trainer"] == "sft" and spec.refinements is not None,
-            "judge_rows": chosen["judge_rows"] or default_judge_rows(spec, chosen["trainer"], total_rounds),
+            "judge_rows": chosen["judge_rows"] or default_judge_rows(spec, chosen["trainer"]),
         })
     except (UnknownGameError, ValueError) as exc:
         fail(str(exc) + source)
@@ -238,7 +237,7 @@ def retrain(
                 judge = spec.truth_verdicts
                 if chosen["judge_rows"] is None and config.judge_rows == "truth" and judge is not None:
                     say(f"{judge.judge_seat}'s rows: its reviews' verdicts from the ground truth, at most "
-                        f"{config.judge_max_rows} a round (--judge-rows truth, the default with several rounds)")
+                        f"{config.judge_max_rows} a round (--judge-rows truth, the default)")
                 if report:
                     figures["before"] = (await measure(live(), label="before: held-out evaluation")).metrics
                 for index in range(1, total_rounds + 1):
