@@ -124,15 +124,16 @@ def test_retrain_round_trains_gates_and_reports(env):
     assert curve[..., :3].std() > 0.05
 
     # the next round reads only what is new. The tiny actor's own answers are wrong: no actor rows.
-    # Its critic's verdict is a constrained choice, so each 'incorrect' on those wrong answers is a
-    # right verdict: rows from this round's episodes only, trained and gated as critic@v2.
+    # With --judge-rows own, its critic's verdict is a constrained choice, so each 'incorrect' on those
+    # wrong answers is a right verdict: rows from this round's episodes only, trained and gated as
+    # critic@v2 (truth rows, the default, need a right answer beside the wrong ones).
     engine = open_store(f"sqlite:///{env / 'loop.db'}")
     with engine.connect() as conn:
         earlier = set(conn.execute(select(Episode.id)).scalars())
     again = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--min-rows", "1",
                 "--every-episodes", "4", "--samples", "2",
                 "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1",
-                "--no-report", "--format", "json")
+                "--judge-rows", "own", "--no-report", "--format", "json")
     actor, critic = json.loads(again.strip().splitlines()[-1])
     assert actor["status"] == "skipped" and "no new rows" in actor["detail"], actor
     assert critic["status"] in ("promoted", "rejected") and critic["candidate"] == "critic@v2", critic["detail"]
