@@ -134,7 +134,7 @@ def retrain(
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: the
     actor first practises alone (--practice, two attempts a task), then full episodes are
     played, and its rows also teach its refinement turn (--refinements); one round on the
-    bundled model took about 18 minutes on 2 CPU cores with native bfloat16 (200 held-out
+    bundled model took 17 to 18 minutes on 2 CPU cores with native bfloat16 (200 held-out
     tasks per evaluation; CPUs without it play in float32, each step about 2.5x as long).
 
     Examples:
