@@ -19,12 +19,13 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, text
 from transformers import AutoModelForCausalLM
 
 from ctrl_c import default_sigint
@@ -62,18 +63,39 @@ class Child:
     process: subprocess.Popen
     stdout: Path
     stderr: Path
+    backend_name: str  # the PostgreSQL application name of its connections (libpq's PGAPPNAME)
 
     @classmethod
     def start(cls, args: list[str], env: dict[str, str], logs: Path) -> Child:
         stdout, stderr = logs.with_suffix(".out"), logs.with_suffix(".err")
+        name = f"sparring-test-child-{uuid.uuid4().hex[:12]}"
         with stdout.open("w") as out, stderr.open("w") as err:
             process = subprocess.Popen([sys.executable, "-m", "app.cli", *args], stdout=out, stderr=err,
-                                       env=env, cwd=logs.parent, preexec_fn=default_sigint)
-        return cls(process, stdout, stderr)
+                                       env={**env, "PGAPPNAME": name}, cwd=logs.parent, preexec_fn=default_sigint)
+        return cls(process, stdout, stderr, name)
 
     def kill(self) -> None:
         self.process.kill()
         assert self.process.wait(timeout=30) == -9
+
+    def kill_and_settle(self, engine: Engine) -> None:
+        """SIGKILL, then wait until the store has finished what the process sent it.
+
+        PostgreSQL may still commit a killed client's last transaction after the process is
+        gone (the COMMIT was on the wire; the server backend runs it before it reads the closed
+        socket): a snapshot is final only once the client's backends have ended. SQLite commits
+        in the killed process itself, so nothing is left in flight there."""
+        self.kill()
+        if engine.dialect.name != "postgresql":
+            return
+        query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                if conn.scalar(query, {"name": self.backend_name}) == 0:
+                    return
+            time.sleep(0.05)
+        raise AssertionError(f"the killed process's PostgreSQL backends ({self.backend_name}) lived on for 60 s")
 
     def finish(self, timeout: float = 300) -> tuple[int, str, str]:
         code = self.process.wait(timeout=timeout)
@@ -171,7 +193,7 @@ def test_play_killed_at_random_points_keeps_what_it_committed(store_url: str, tm
             child.wait_for(lambda: _succeeded_in(engine, run_id), "its first episode")
             time.sleep(rng.uniform(0.0, 1.0))
             committed = _succeeded(engine)
-            child.kill()
+            child.kill_and_settle(engine)
             after = _succeeded(engine)
             assert committed.items() <= after.items()  # nothing committed is lost or changed
             _assert_succeeded_are_whole(engine)
