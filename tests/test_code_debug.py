@@ -30,6 +30,7 @@ from graphs.tasks.base import Task, TaskSourceError
 from storage.engine import open_store
 from storage.models import Judgment, Reward, Turn
 from training.datasets import build_snapshot, load_snapshot
+from training.datasets.errors import EmptyDatasetError
 
 needs_sandbox = pytest.mark.skipif(bool(probe().missing()) or probe().startable is not None,
                                    reason=f"no strict sandbox here: {probe().missing() or probe().startable}")
@@ -233,6 +234,26 @@ def test_fixes_that_break_the_sandbox_are_judged_failures_and_the_batch_goes_on(
     metrics = GAME.metrics(engine, run_id).metrics
     assert (metrics["violation_rate"].value, metrics["violation_rate"].n) == (5 / 6, 6)
     assert metrics["tests_passed_fraction"].value <= 1 / 6
+
+
+@needs_sandbox
+def test_the_cheater_fixer_scores_nothing_and_makes_no_positive_row(store_url, tmp_path):
+    """An object equal to everything, the runner patched, a forged report: every fix is judged
+    failed, so no reward is positive and no SFT row is made."""
+    with_trace_test = [t for t in load_code_tasks("code-debug", n=None, seed=0, split="train")
+                       if any(test.startswith("def test") for test in t.meta["tests"])][:1]
+    tasks = load_code_tasks("code-debug", n=3, seed=0, split="train") + with_trace_test
+    cheat = Policy(scripted_bot("cheater"), SamplingParams(max_new_tokens=4096))
+    engine, report, run_id = _play(store_url, tasks, {"fixer": cheat})
+    assert [e.status for e in report.episodes] == ["succeeded"] * len(tasks)
+    assert all(e.reward == 0.0 and e.outcome["statuses"] != ["passed"] for e in report.episodes)
+    with engine.connect() as conn:
+        rewards = list(conn.execute(select(Reward.name, Reward.value).where(
+            Reward.name.in_(["correct", "tests_passed"]))))
+    assert len(rewards) == 2 * len(tasks) and all(value == 0.0 for _, value in rewards)
+    as_model_turns(store_url, "fixer")
+    with pytest.raises(EmptyDatasetError, match=f"left out: below_threshold={len(tasks)}"):
+        build_snapshot(engine, "sft", "fixer", game="code-debug", base_model="bundled", out_dir=tmp_path)
 
 
 @needs_sandbox

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.skipif(probe().missing() != {} or probe().startable is 
 
 @pytest.fixture(scope="module")
 def sandbox() -> Sandbox:
-    return Sandbox(Limits(cpu_s=1, wall_s=30, memory_mb=256, file_size_mb=1, processes=8))
+    """(8 + 2) x 256 MiB within run_memory_mb: the same 8 processes with or without a memory cgroup."""
+    return Sandbox(Limits(cpu_s=1, wall_s=30, memory_mb=256, file_size_mb=1, processes=8, run_memory_mb=2560))
 
 
 def _leftovers(marker: str) -> list[str]:

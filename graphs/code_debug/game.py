@@ -53,7 +53,7 @@ def first_prompt(task: Task) -> list[Message]:
     buggy = task.meta.get("buggy")
     if not buggy:
         raise ValueError(f"task {task.id!r} ships no buggy code, so it has no first prompt for the fixer")
-    report = rules.sandbox_for(CodeDebugOptions()).run(buggy, task.meta["tests"]).failures()
+    report = rules.sandbox_for(CodeDebugOptions()).run(buggy, task.meta["tests"], task.answer).failures()
     return fixer_messages(task.question, buggy, report)
 
 

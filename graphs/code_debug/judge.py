@@ -1,4 +1,8 @@
-"""The rule judge of code-debug: a task's tests run on code in the sandbox."""
+"""The rule judge of code-debug: a task's tests run on code in the sandbox, and the verdict is
+reached outside it (``graphs.sandbox.probes``): the values the code's functions give are
+compared with the tests' expected values, which never enter the run, and a test of another
+shape compares the code's calls with the task's reference solution's. Code that returns an
+object equal to everything, patches the test runner or writes its own report passes nothing."""
 
 from __future__ import annotations
 
@@ -19,10 +23,11 @@ def sandbox_for(options: CodeDebugOptions) -> Sandbox:
     return Sandbox(Limits(cpu_s=options.cpu_seconds, wall_s=WALL_PER_CPU * options.cpu_seconds), options.sandbox)
 
 
-async def run_tests(options: CodeDebugOptions, code: str, tests: Sequence[str]) -> RunResult:
-    """In a worker thread: a run blocks for as long as the code runs."""
+async def run_tests(options: CodeDebugOptions, code: str, tests: Sequence[str], reference: str | None) -> RunResult:
+    """In a worker thread: a run blocks for as long as the code runs. ``reference``: the task's
+    correct solution (the expected calls of tests that are not ``assert X == literal``)."""
     sandbox = sandbox_for(options)
-    return await asyncio.to_thread(sandbox.run, code, list(tests))
+    return await asyncio.to_thread(sandbox.run, code, list(tests), reference)
 
 
 def verdict(result: RunResult) -> Verdict:

@@ -43,7 +43,7 @@ def bugs(reference: str, tests: list[str], seed: str, sandbox: Sandbox, wanted: 
             if candidate.code in tried or (new_kinds_only and candidate.kind in {f.kind for f in found}):
                 continue
             tried.add(candidate.code)
-            if sandbox.run(candidate.code, tests).status == Status.FAILED:
+            if sandbox.run(candidate.code, tests, reference).status == Status.FAILED:
                 found.append(candidate)
     return found
 
@@ -51,7 +51,7 @@ def bugs(reference: str, tests: list[str], seed: str, sandbox: Sandbox, wanted: 
 def tasks_of(row: dict[str, Any], sandbox: Sandbox) -> tuple[list[dict[str, Any]], str | None]:
     """The tasks made from one reference row, and the problem that made none, if any."""
     reference = normalise(row["reference"])
-    checked = sandbox.run(reference, row["tests"])
+    checked = sandbox.run(reference, row["tests"], reference)
     if checked.status != Status.PASSED:
         return [], f"{row['id']}: the reference does not pass its tests: {checked.failures()}"
     found = bugs(reference, row["tests"], row["id"], sandbox)

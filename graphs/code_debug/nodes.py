@@ -39,7 +39,7 @@ async def inspect(state: State, runtime: Runtime[EpisodeContext]) -> dict:
     if not buggy:
         raise ValueError(f"task {ctx.task.id!r} ships no buggy code; play it with --bugs breaker, or add 'buggy' "
                          "to the task")
-    result = await rules.run_tests(ctx.options, buggy, ctx.task.meta["tests"])  # type: ignore[arg-type]
+    result = await rules.run_tests(ctx.options, buggy, ctx.task.meta["tests"], ctx.task.answer)  # type: ignore[arg-type]
     if result.status == Status.PASSED:
         raise ValueError(f"task {ctx.task.id!r}: its buggy code passes all {result.total} tests, so there is "
                          "nothing to fix; correct the task's 'buggy' code or its tests")
@@ -56,7 +56,7 @@ async def breaker(state: State, runtime: Runtime[EpisodeContext]) -> dict:
     turn = await ctx.generate("breaker", prompts.breaker_messages(ctx.task.question, ctx.task.answer or ""),
                               round=0, parse=extract_code)
     ctx.stage = "judge the breaker's bug"
-    result = None if turn.parsed is None else await rules.run_tests(options, turn.parsed, tests)
+    result = None if turn.parsed is None else await rules.run_tests(options, turn.parsed, tests, ctx.task.answer)
     valid = result is not None and result.status == Status.FAILED
     ctx.reward("breaker", BUG_VALID, float(valid), turn_id=turn.id,
                status=rules.NO_CODE if result is None else str(result.status))
@@ -73,7 +73,7 @@ async def _mutant(ctx: EpisodeContext, options: CodeDebugOptions, tests: list[st
     order = list(range(len(candidates)))
     random.Random(f"{ctx.seed}:{ctx.task.id}").shuffle(order)
     for i in order[:MUTANTS_TRIED]:
-        result = await rules.run_tests(options, candidates[i].code, tests)
+        result = await rules.run_tests(options, candidates[i].code, tests, ctx.task.answer)
         if result.status == Status.FAILED:
             return Bug(code=candidates[i].code, source="mutator", report=result.failures())
     raise ValueError(f"task {ctx.task.id!r}: no bug could be made: the breaker's code failed no test and none of "
@@ -105,7 +105,8 @@ async def judge(state: State, runtime: Runtime[EpisodeContext]) -> dict:
     if fix["code"] is None:
         verdict = rules.no_code(len(tests))
     else:
-        verdict = rules.verdict(await rules.run_tests(ctx.options, fix["code"], tests))  # type: ignore[arg-type]
+        result = await rules.run_tests(ctx.options, fix["code"], tests, ctx.task.answer)  # type: ignore[arg-type]
+        verdict = rules.verdict(result)
     share = 0.0 if verdict["violation"] else verdict["passed"] / verdict["total"]
     info = {"status": verdict["status"], "violation": verdict["violation"], "passed": verdict["passed"],
             "total": verdict["total"], "attempt": fix["attempt"]}

@@ -8,7 +8,8 @@ seccomp filter. Standard library only: the sandbox's runner imports it in a bare
   from ABI 6 abstract unix sockets and signals to processes outside the sandbox too.
 - seccomp: ``socket()`` and ``io_uring_setup()`` fail with EACCES, so no socket of any family
   can be made, unix sockets on the filesystem (a database's) included, which neither a network
-  namespace nor Landlock stop.
+  namespace nor Landlock stop; so do ``ptrace()`` and ``process_vm_readv/writev()``, so the
+  code cannot reach into the runner's supervisor (which alone writes the trusted report).
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 _NET_TCP = 0b11  # bind and connect
 _SCOPE_UNIX_AND_SIGNAL = 0b11
 
-_SECCOMP_ARCH = {  # machine -> (AUDIT_ARCH_*, syscall numbers of socket and io_uring_setup)
-    "x86_64": (0xC000003E, (41, 425)),
-    "aarch64": (0xC00000B7, (198, 425)),
+_SECCOMP_ARCH = {  # machine -> (AUDIT_ARCH_*, syscall numbers of socket, io_uring_setup, ptrace,
+    # process_vm_readv and process_vm_writev)
+    "x86_64": (0xC000003E, (41, 425, 101, 310, 311)),
+    "aarch64": (0xC00000B7, (198, 425, 117, 270, 271)),
 }
 
 
@@ -111,8 +113,9 @@ class _SockFprog(ctypes.Structure):
 
 
 def deny_sockets() -> None:
-    """A seccomp filter: socket() and io_uring_setup() fail with EACCES; a syscall of another
-    architecture (x32, i386 on x86_64) kills the process, so the filter cannot be sidestepped."""
+    """A seccomp filter: socket(), io_uring_setup(), ptrace() and process_vm_readv/writev() fail
+    with EACCES; a syscall of another architecture (x32, i386 on x86_64) kills the process, so
+    the filter cannot be sidestepped."""
     audit_arch, denied = _SECCOMP_ARCH[platform.machine()]
     ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
 

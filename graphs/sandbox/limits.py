@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
+_OWN_PROCESSES = 2
+"""the runner's supervisor and worker"""
+
+
 class Mode(StrEnum):
     STRICT = "strict"
     """refuse to run where the kernel cannot confine writes, network or processes"""
@@ -24,7 +28,15 @@ class Limits:
     file_size_mb: float = 1.0
     """the largest file the code may write, its printed output included (RLIMIT_FSIZE)"""
     processes: int = 16
-    """processes the code may start (RLIMIT_NPROC)"""
+    """processes the code may start (RLIMIT_NPROC); without a memory cgroup, lowered so that
+    processes x ``memory_mb`` stays within ``run_memory_mb`` (see ``Sandbox.describe``)"""
+    run_memory_mb: int = 1024
+    """memory of the whole run, all its processes together: a cgroup's bound where the sandbox
+    can make one, else the bound that processes x ``memory_mb`` is kept under"""
+    disk_mb: float = 64.0
+    """bytes the run may hold in its working folder, all files together"""
+    files: int = 1000
+    """files and folders the run may make in its working folder"""
 
     def __post_init__(self) -> None:
         bad = [f"{name}={value}" for name, value in vars(self).items() if not value > 0]
@@ -33,3 +45,11 @@ class Limits:
         if self.wall_s < self.cpu_s:
             raise ValueError(f"wall_s ({self.wall_s}) is below cpu_s ({self.cpu_s}): the CPU limit could never "
                              "apply; raise wall_s")
+        if self.run_memory_mb < self.memory_mb:
+            raise ValueError(f"run_memory_mb ({self.run_memory_mb}) is below memory_mb ({self.memory_mb}): one "
+                             "process could never use its own limit; raise run_memory_mb or lower memory_mb")
+
+    def processes_within(self, run_memory_mb: int) -> int:
+        """The processes the code may start when only address-space limits bound memory: the
+        supervisor and the worker count too, so (processes + 2) x memory_mb <= run_memory_mb."""
+        return max(0, min(self.processes, run_memory_mb // self.memory_mb - _OWN_PROCESSES))

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from graphs.sandbox import confine
+from graphs.sandbox import cgroup, confine
 
 HERE = Path(__file__).resolve().parent
 BOOT = f"import sys; sys.path.insert(0, {str(HERE)!r}); import runner; runner.main()"
@@ -40,7 +40,12 @@ class Layers:
     python: str = ""
     """the interpreter that runs the code"""
     python_paths: tuple[str, ...] = ()
-    """its library folders (readable under Landlock)"""
+    """its installation folders (readable under Landlock when reads are ``system``)"""
+    python_reads: tuple[str, ...] = ()
+    """the narrow read allow-list (reads ``python``): the standard library without its
+    site-packages, the files the interpreter has mapped, the folder of the C library"""
+    cgroup: str | None = None
+    """the memory cgroup under which each run gets its own; None where none can be made"""
     startable: str | None = None
     """why the sandbox cannot start an interpreter at all; None when it can"""
 
@@ -84,7 +89,10 @@ def probe(run_as: int = DEFAULT_RUN_AS) -> Layers:
         for python in _interpreters():
             started = _start(layers, python)
             if isinstance(started, tuple):
-                return replace(layers, python=python, python_paths=started)
+                paths, reads = started
+                group = cgroup.parent()
+                return replace(layers, python=python, python_paths=paths, python_reads=reads,
+                               cgroup=None if group is None else str(group))
             failures.append(started)
     return replace(found, startable="; ".join(dict.fromkeys(failures)))
 
@@ -97,13 +105,17 @@ def _interpreters() -> list[str]:
     return list(dict.fromkeys(p for p in found if p))
 
 
-_PATHS = ("import json, sys, sysconfig; print(json.dumps([sys.base_prefix, sysconfig.get_path('stdlib'), "
-          "sysconfig.get_path('platstdlib')]))")
+_PATHS = ("import json, sys, sysconfig; print(json.dumps([[sys.base_prefix, sysconfig.get_path('stdlib'), "
+          "sysconfig.get_path('platstdlib')], sorted({l.split()[-1] for l in open('/proc/self/maps') "
+          "if l.split()[-1].startswith('/')})]))")
+_SYSTEM_READS = ("/bin", "/usr/bin", "/usr/lib/locale", "/etc/ld.so.cache", "/etc/localtime")
+"""besides the standard library: programs the code may start, locale data, the loader's cache"""
+_PACKAGES = ("site-packages", "dist-packages")
 
 
-def _start(layers: Layers, python: str) -> tuple[str, ...] | str:
-    """The interpreter's library folders when it starts under these layers and can read the
-    runner, else why it cannot."""
+def _start(layers: Layers, python: str) -> tuple[tuple[str, ...], tuple[str, ...]] | str:
+    """The interpreter's installation folders and narrow read allow-list when it starts under
+    these layers and can read the runner, else why it cannot."""
     command = [*layers.prefix(), python, *PYTHON_FLAGS, "-c", BOOT.replace("runner.main()", _PATHS)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, cwd="/",
@@ -112,4 +124,22 @@ def _start(layers: Layers, python: str) -> tuple[str, ...] | str:
         return f"{command[0]}: {exc}"
     if done.returncode != 0:
         return f"`{' '.join(command[:-2])}` failed: {done.stderr.strip()[-300:] or f'exit code {done.returncode}'}"
-    return tuple(os.path.realpath(p) for p in json.loads(done.stdout))
+    folders, mapped = json.loads(done.stdout)
+    return tuple(os.path.realpath(p) for p in folders), _narrow_reads(folders[1:], mapped)
+
+
+def _narrow_reads(stdlib: list[str], mapped: list[str]) -> tuple[str, ...]:
+    """The read allow-list narrower than the system folders: each entry of the standard
+    library but its installed packages, the files mapped at start, the C library's folder
+    (where the extension modules' libraries are), and ``_SYSTEM_READS``."""
+    reads: set[str] = set(_SYSTEM_READS)
+    for folder in dict.fromkeys(os.path.realpath(p) for p in stdlib):
+        try:
+            reads.update(os.path.join(folder, name) for name in os.listdir(folder) if name not in _PACKAGES)
+        except OSError:
+            continue
+    for path in mapped:
+        reads.add(os.path.realpath(path))
+        if os.path.basename(path).startswith("libc.so"):
+            reads.add(os.path.dirname(os.path.realpath(path)))
+    return tuple(sorted(reads))

@@ -32,6 +32,8 @@ class Violation(StrEnum):
     """a socket of any kind"""
     NATIVE = "native"
     """ctypes, in degraded mode only (it would bypass the audit hook)"""
+    DISK = "disk"
+    """the working folder past its bytes or files bound"""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class Check:
     """why it failed: what the code raised or gave, or why the test never ran"""
     source: str = ""
     """the test's code"""
+    trusted: bool = True
+    """False: a trace test run without a reference solution, so its pass is the run's own
+    account (see ``graphs.sandbox.probes``); every other verdict is reached outside the run"""
 
 
 @dataclass(frozen=True)
