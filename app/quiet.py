@@ -45,16 +45,15 @@ class StartUp:
     up there. Tests that call the typer app in-process do not pass it and keep their streams."""
 
 
-def log_path() -> Path:
-    """Where library output goes: the data directory's log (the default data directory when
-    the settings are invalid, which the command itself then reports)."""
-    from app.settings import Settings, SettingsError, load_settings
+def log_path() -> Path | None:
+    """Where library output goes: the data directory's log; None when the settings are invalid
+    (the command itself then reports them, and nothing is written anywhere)."""
+    from app.settings import SettingsError, load_settings
 
     try:
-        data_dir = load_settings().data_dir
+        return Path(load_settings().data_dir) / LOG_NAME
     except SettingsError:
-        data_dir = Settings.model_fields["data_dir"].default
-    return Path(data_dir) / LOG_NAME
+        return None
 
 
 def quiet_console(path: Path) -> bool:

@@ -20,7 +20,7 @@ from graphs.policies.verifier import verifier_name
 SEAT_SPEC_HELP = (
     "SEAT=SPEC, repeatable. SPEC: model, model:base, model:ROLE@vN, model:PATH_OR_ID, openai:MODEL, "
     "scripted:BOT, verifier or verifier:ROLE@vN; several, one per episode: "
-    "pool:ROLE[/MODE] or schedule:SPEC,SPEC/every:K (README: Games)."
+    "pool:ROLE[/MODE] or schedule:SPEC,SPEC/every:K (manual: docs/playing.md)."
 )
 SEAT_SPEC_DETAILS = (
     "SPEC is 'model' (the configured base model with the seat's active adapter, "
@@ -134,6 +134,23 @@ def other_base_model(spec: str) -> str | None:
     if not choice or choice == "base" or ("@" in choice and not any(sep in choice for sep in "/\\")):
         return None
     return choice
+
+
+def check_versions(engine: Engine, specs: Mapping[str, str]) -> None:
+    """SeatSpecError, before a run is opened, for a seat that names an adapter version
+    (``model:ROLE@vN`` or ``verifier:ROLE@vN``) the registry does not have."""
+    from training.registry import UnknownVersionError, get_version
+
+    for seat, spec in specs.items():
+        if parse_draw(spec) is not None:
+            continue  # pools and schedules: app.seat_draws.check_draws
+        name = verifier_name(spec) or (spec.removeprefix("model:") if spec.startswith("model:") else None)
+        if not name or "@" not in name or other_base_model(f"model:{name}") is not None:
+            continue  # no version named: the base model, a role's active version, a path or another kind
+        try:
+            get_version(engine, name)
+        except UnknownVersionError as exc:
+            raise SeatSpecError(f"--seat {seat}={spec}: {exc}") from exc
 
 
 def _check_base_model(model: str, where: str) -> None:

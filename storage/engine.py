@@ -6,12 +6,15 @@ fix it, so that the CLI can print it as is.
 
 from __future__ import annotations
 
+import os
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from alembic.util import CommandError
 from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
@@ -26,9 +29,12 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session
 
 from storage.migrate import upgrade_to_head
+from storage.redact import redact
 
 URL_SETTING = "SPARRING_DATABASE_URL"
 URL_HELP = "Use sqlite:///path/to/file.db or postgresql+psycopg://user@host:5432/dbname"
+POSTGRES_INSTALL = ".venv/bin/pip install 'psycopg[binary]'"
+"""how to install the PostgreSQL driver into sparring's environment"""
 SQLITE_PRAGMAS = ("busy_timeout=30000", "journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON")
 """Applied to every SQLite connection; busy_timeout first so that switching to WAL waits too."""
 POSTGRES_CONNECT_TIMEOUT_S = 10
@@ -62,12 +68,15 @@ def open_store(url: str, *, migrate: bool = True, pool: dict[str, int] | None = 
     """An Engine on the store at ``url``, checked and (by default) migrated to the newest schema.
 
     ``postgresql://`` and ``postgres://`` mean the psycopg 3 driver. ``pool``: PostgreSQL
-    connection pool sizes (default ``POSTGRES_POOL``; SQLite ignores them).
+    connection pool sizes (default ``POSTGRES_POOL``; SQLite ignores them). A SQLite file this
+    process cannot write (nor the folder where SQLite keeps its -wal and -shm files) is opened
+    read-only, so reading never needs write access; writing to it then fails, and commands that
+    write say so first (``app.commands.common.require_writable``). Nothing is created for a URL
+    that is wrong: a SQLite file's folder must exist.
     """
     parsed = _parse_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        _prepare_sqlite_file(parsed)
-    engine = _create_engine(parsed, pool or POSTGRES_POOL)
+    read_only = parsed.get_backend_name() == "sqlite" and _check_sqlite_file(parsed)
+    engine = _create_engine(parsed, pool or POSTGRES_POOL, read_only=read_only)
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
@@ -79,6 +88,12 @@ def open_store(url: str, *, migrate: bool = True, pool: dict[str, int] | None = 
             upgrade_to_head(engine)
         except (CommandError, SQLAlchemyError) as exc:
             engine.dispose()
+            if read_only:
+                raise DatabaseError(
+                    f"the SQLite store {parsed.database!r} has an older schema than this sparring reads, and "
+                    f"migrating it needs write access: make it writable once (chmod u+w {parsed.database}) and run "
+                    "any sparring command on it"
+                ) from exc
             raise _migration_error(parsed, exc) from exc
     return engine
 
@@ -119,36 +134,71 @@ def _transient(exc: DBAPIError) -> bool:
 
 
 def _parse_url(url: str) -> URL:
+    """The checked URL; DatabaseError (its password masked) when it cannot name a store."""
+    shown = redact(url)
     try:
         parsed = make_url(url)
+        port = parsed.port
     except ArgumentError as exc:
-        raise DatabaseError(f"{URL_SETTING}={url!r} is not a database URL. {URL_HELP}") from exc
+        raise DatabaseError(f"{URL_SETTING}={shown!r} is not a database URL. {URL_HELP}") from exc
+    except ValueError:  # SQLAlchemy reads the port lazily
+        raise DatabaseError(f"{URL_SETTING}={shown!r}: the port is not a number. {URL_HELP}") from None
     if parsed.drivername in ("postgres", "postgresql"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     backend = parsed.get_backend_name()
+    if backend == "sqlite" and (parsed.host or port):
+        path = "/".join(part for part in (parsed.host, parsed.database) if part)
+        raise DatabaseError(
+            f"{URL_SETTING}={shown!r} has two slashes after 'sqlite:', which would make {parsed.host!r} a host; "
+            f"a SQLite file takes three: sqlite:///{path} (relative to the current folder) or four for an "
+            f"absolute path: sqlite:////{path}"
+        )
     if backend == "sqlite" and parsed.database in (None, "", ":memory:"):
         raise DatabaseError(
-            f"{URL_SETTING}={url!r} is an in-memory SQLite database, which the recorder's writer "
+            f"{URL_SETTING}={shown!r} is an in-memory SQLite database, which the recorder's writer "
             "thread cannot share. Use a file: sqlite:///path/to/file.db"
         )
     if backend == "postgresql" and not parsed.database:
-        raise DatabaseError(f"{URL_SETTING}={url!r} names no database. {URL_HELP}")
+        raise DatabaseError(f"{URL_SETTING}={shown!r} names no database. {URL_HELP}")
     return parsed
 
 
-def _prepare_sqlite_file(url: URL) -> None:
-    folder = Path(url.database or "").parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+def _check_sqlite_file(url: URL) -> bool:
+    """Whether the SQLite file must be opened read-only (it exists, and this process cannot
+    write it or its folder); DatabaseError when its folder does not exist (nothing is created)."""
+    path = Path(url.database or "")
+    if url.database and url.database.startswith("file:"):
+        return False
+    folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        raise DatabaseError(f"{str(folder)!r} is a file, so it cannot hold the SQLite database {str(path)!r}: set "
+                            f"{URL_SETTING} to a file in a folder, e.g. sqlite:///./sparring.db")
+    if not folder.is_dir():
         raise DatabaseError(
-            f"cannot create the folder {str(folder)!r} for the SQLite database ({exc.strerror or exc}). "
-            f"Set {URL_SETTING} to a file in a writable folder, e.g. sqlite:///./sparring.db"
-        ) from exc
+            f"the folder {str(folder)!r} of the SQLite database {str(path)!r} does not exist: create it "
+            f"(mkdir -p {folder}) or set {URL_SETTING} to a file in an existing folder, e.g. sqlite:///./sparring.db"
+        )
+    if not path.exists():
+        return False
+    beside = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    writable = os.access(path, os.W_OK) and all(os.access(f, os.W_OK) for f in beside if f.exists())
+    return not (writable and (all(f.exists() for f in beside) or os.access(folder, os.W_OK)))
 
 
-def _create_engine(url: URL, pool: dict[str, int]) -> Engine:
+def _read_only_connection(path: str) -> Callable[[], sqlite3.Connection]:
+    """Connections to a SQLite file this process cannot write: read-only, and immutable (a
+    snapshot: SQLite needs to write its -shm file to follow another process's writes) unless
+    that file is already there."""
+    shm = Path(path + "-shm")
+    flags = "mode=ro" if shm.exists() and os.access(shm, os.R_OK) else "mode=ro&immutable=1"
+    uri = f"file:{quote(Path(path).resolve().as_posix())}?{flags}"
+    return lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+def _create_engine(url: URL, pool: dict[str, int], *, read_only: bool = False) -> Engine:
     kwargs: dict[str, Any] = {}
+    if read_only:
+        kwargs["creator"] = _read_only_connection(url.database or "")
     if url.get_backend_name() == "postgresql":
         kwargs.update(pool, pool_pre_ping=True)
         if "connect_timeout" not in url.query:
@@ -160,12 +210,18 @@ def _create_engine(url: URL, pool: dict[str, int]) -> Engine:
             f"{URL_SETTING}={_shown(url)!r} names an unknown database kind {url.drivername!r}. {URL_HELP}"
         ) from exc
     except ImportError as exc:
-        hint = "pip install 'sparring[postgres]'" if url.get_backend_name() == "postgresql" else "install it"
+        if url.get_backend_name() != "postgresql":
+            hint = f"install the Python package {url.get_driver_name()!r}"
+        elif url.get_driver_name() == "psycopg":
+            hint = f"{POSTGRES_INSTALL} (scripts/setup installs it)"
+        else:
+            hint = (f"install the Python package {url.get_driver_name()!r}, or use the driver sparring installs: "
+                    f"postgresql+psycopg://... ({POSTGRES_INSTALL})")
         raise DatabaseError(
             f"the Python driver for {url.drivername!r} is not installed ({exc}). Fix: {hint}"
         ) from exc
     if url.get_backend_name() == "sqlite":
-        event.listen(engine, "connect", _set_sqlite_pragmas)
+        event.listen(engine, "connect", _set_read_only_pragmas if read_only else _set_sqlite_pragmas)
     elif url.get_backend_name() == "postgresql":
         event.listen(engine, "connect", _raise_postgres_work_mem)
     return engine
@@ -175,6 +231,15 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
     cursor = dbapi_connection.cursor()
     try:
         for pragma in SQLITE_PRAGMAS:
+            cursor.execute(f"PRAGMA {pragma}")
+    finally:
+        cursor.close()
+
+
+def _set_read_only_pragmas(dbapi_connection: Any, _record: object) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in ("busy_timeout=30000", "query_only=ON"):
             cursor.execute(f"PRAGMA {pragma}")
     finally:
         cursor.close()
@@ -222,7 +287,7 @@ def driver_message(exc: BaseException) -> str:
     and its parameters)."""
     orig = exc.orig if isinstance(exc, StatementError) and exc.orig is not None else exc
     first_line = next(iter(str(orig).strip().splitlines()), "")
-    return f"{type(orig).__name__}: {first_line}"
+    return redact(f"{type(orig).__name__}: {first_line}")
 
 
 def _shown(url: URL) -> str:

@@ -6,7 +6,8 @@ database URL with its password: ``redact`` replaces what looks like a secret wit
 - every value registered with ``register_secret`` (the configured OpenAI API key: the
   settings and each OpenAI-compatible backend register theirs), wherever it appears;
 - ``sk-...`` tokens (OpenAI-style keys) and ``Bearer ...`` credentials;
-- the password of a URL (``scheme://user:****@host``);
+- the password of a URL (``scheme://user:****@host``, with any number of slashes after the
+  scheme, up to the host's ``@``);
 - the value after ``api_key``, ``access_token``, ``password``, ``secret`` and alike
   (``api_key=...``, ``"password": "..."``).
 
@@ -26,7 +27,7 @@ garble unrelated text."""
 _PATTERNS = (
     (re.compile(r"\bsk-[A-Za-z0-9][A-Za-z0-9_\-]{7,}"), "sk-" + MASK),
     (re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=\-]+", re.IGNORECASE), r"\1" + MASK),
-    (re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s/@]+@", re.IGNORECASE), r"\1" + MASK + "@"),
+    (re.compile(r"\b([a-z][a-z0-9+.\-]*:/{0,3}[^\s:/@]*:)[^\s/]+@", re.IGNORECASE), r"\1" + MASK + "@"),
     (
         re.compile(
             r"""((?<![A-Za-z0-9])(?:api[_-]?key|access[_-]?token|auth[_-]?token|password|passwd|secret)"""

@@ -172,7 +172,7 @@ def test_training_tables_via_session(store: Engine) -> None:
 
 
 def test_sqlite_connections_use_wal_and_foreign_keys(tmp_path: Path) -> None:
-    engine = open_store(f"sqlite:///{tmp_path / 'sub' / 'dir' / 'store.db'}")
+    engine = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     with engine.connect() as conn:
         names = ("journal_mode", "foreign_keys", "busy_timeout", "synchronous")
         pragmas = {name: conn.exec_driver_sql(f"PRAGMA {name}").scalar() for name in names}
@@ -638,8 +638,12 @@ def test_unreachable_postgres_names_host_and_port() -> None:
 def test_unwritable_sqlite_path(tmp_path: Path) -> None:
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("")
-    with pytest.raises(DatabaseError, match="cannot create the folder .* writable folder"):
+    with pytest.raises(DatabaseError, match="is a file, so it cannot hold the SQLite database .* in a folder"):
         open_store(f"sqlite:///{not_a_folder / 'store.db'}")
+    with pytest.raises(DatabaseError, match=r"the folder .*missing' of the SQLite database .* does not exist: "
+                                            r"create it \(mkdir -p"):
+        open_store(f"sqlite:///{tmp_path / 'missing' / 'store.db'}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing was created
     with pytest.raises(DatabaseError, match="cannot open the SQLite database .*unable to open database file"):
         open_store(f"sqlite:///{tmp_path}")  # a folder, not a file
 
@@ -648,7 +652,8 @@ def test_unwritable_sqlite_path(tmp_path: Path) -> None:
     ("url", "message"),
     [
         ("sqlite://", "in-memory SQLite database"),
-        ("postgresql+pg8000://u@localhost/db", r"not installed .*pip install 'sparring\[postgres\]'"),
+        ("postgresql+pg8000://u@localhost/db", r"not installed .*install the Python package 'pg8000', or use "
+                                               r"the driver sparring installs: postgresql\+psycopg://"),
         ("oracle+nosuchdriver://u@h/db", "unknown database kind"),
     ],
 )

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from app.output import Format
 from app.settings import Settings, SettingsError, load_settings
+from app.terminal import printable
 from storage.redact import redact
 
 err = Console(stderr=True)
@@ -24,13 +25,14 @@ FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output for
 ConcurrencyOption = Annotated[int, typer.Option(
     "--concurrency", "-c", min=1, help="Episodes played at once (all of them wait on the model together: "
     "SPARRING_MAX_BATCH_SIZE of their requests are decoded in one batch).")]
-"""--concurrency of the commands that evaluate (eval, deploy, retrain), default 256: 200 held-out
-episodes of the bundled model took 97 s in one batch against 152 s at concurrency 64."""
+"""--concurrency of the commands that evaluate (eval, deploy, retrain), default 256: an evaluation's
+episodes are decoded in as few batches as SPARRING_MAX_BATCH_SIZE allows (docs/results/2026-11-27-benchmarks.md)."""
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``message`` (keys and passwords masked: storage.redact) and exit with ``code``."""
-    err.print(f"[bold red]error:[/] {escape(redact(message))}", highlight=False)
+    """Print ``message`` (keys and passwords masked: storage.redact; control characters
+    escaped: app.terminal) and exit with ``code``."""
+    err.print(f"[bold red]error:[/] {escape(printable(redact(message)))}", highlight=False)
     raise typer.Exit(code)
 
 

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, out, settings_or_exit, store_or_exit
 from app.output import Format, dumps, emit
+from app.terminal import literal, printable
 
 episodes_app = typer.Typer(help="Query logged episodes.", no_args_is_help=True)
 
@@ -94,6 +95,8 @@ def episodes_list(
     """
     from storage.queries import list_episodes
 
+    if min_reward is not None and max_reward is not None and min_reward > max_reward:
+        fail(f"--min-reward {min_reward:g} is above --max-reward {max_reward:g}, so no episode could match; swap them")
     engine = engine_or_exit(db)
     flt = _filter(
         engine,
@@ -111,10 +114,18 @@ def episodes_list(
                                count=count)
     except (ValueError, KeyError) as exc:
         fail(str(exc.args[0]))
-    where = f"page {page}/{max(1, -(-result.total // limit))} · {result.total} matching" if count else f"page {page}"
+    pages = max(1, -(-result.total // limit)) if count else None
+    if pages is not None and page > pages:
+        fail(f"--page {page} is past the last page: {result.total} episode(s) match, {pages} page(s) of {limit}; "
+             f"ask for a page from 1 to {pages}")
+    if not result.items and page > 1:
+        fail(f"--page {page} is past the last page: no episode matches there; ask for an earlier page")
+    where = f"page {page}/{pages} · {result.total} matching" if count else f"page {page}"
     if result.items:
         where += f" · next: --after {result.items[-1]['id']}"
     rows = [{**row, "id": row["id"][:12] if fmt == Format.table else row["id"]} for row in result.items]
+    if fmt == Format.table:  # task ids and error stages came from tasks and games: shown literally
+        rows = [{k: printable(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows]
     emit(
         rows,
         fmt,
@@ -157,9 +168,15 @@ def episodes_show(
     if tokens:
         _add_tokens(episode, settings)
     if fmt != Format.table:
-        sys.stdout.write(dumps(episode) + "\n")
+        _write_json(dumps(episode))
         return
     _render_episode(episode, tokens, prompts)
+
+
+def _write_json(text: str) -> None:
+    """JSON out, a lone surrogate written as its JSON escape (which reads back as the same
+    string) rather than failing to encode."""
+    sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
 
 
 def _add_tokens(episode: dict, settings) -> None:
@@ -179,17 +196,20 @@ def _add_tokens(episode: dict, settings) -> None:
 
 
 def _render_episode(episode: dict, tokens: bool, prompts: bool) -> None:
+    """The episode as panels. Every text that came from a task or a model is shown literally
+    (``app.terminal.literal``): never read as markup, control characters escaped."""
     from rich.panel import Panel
 
     task = episode.get("task") or {}
     out.print(
         Panel(
-            f"[bold]{task.get('question', '')}[/]\n\nground truth: {task.get('answer')}",
-            title=f"episode {episode['id']} · {episode['game']} · {episode['status']} · reward {episode.get('reward')}",
+            Text.assemble(literal(task.get("question", ""), "bold"), "\n\nground truth: ", literal(task.get("answer"))),
+            title=literal(f"episode {episode['id']} · {episode['game']} · {episode['status']} · reward "
+                          f"{episode.get('reward')}"),
         )
     )
     if episode.get("error"):
-        out.print(f"[red]error at {episode.get('error_stage')}: {episode['error']}[/]")
+        out.print(literal(f"error at {episode.get('error_stage')}: {episode['error']}", "red"))
     rewards_by_turn: dict[str | None, list[str]] = {}
     for r in episode.get("rewards", []):
         rewards_by_turn.setdefault(r.get("turn_id"), []).append(f"{r['name']}={r['value']:g}")
@@ -203,16 +223,17 @@ def _render_episode(episode: dict, tokens: bool, prompts: bool) -> None:
             extra.append("unparsed")
         if prompts:
             for message in turn.get("messages") or []:
-                out.print(Text(f"{message.get('role')}: {message.get('content')}", style="dim"))
-        out.print(Panel(Text(turn["response"] or ""), title=header, subtitle=" ".join(extra) or None,
-                        title_align="left"))
+                out.print(literal(f"{message.get('role')}: {message.get('content')}", "dim"))
+        out.print(Panel(literal(turn["response"] or ""), title=literal(header),
+                        subtitle=literal(" ".join(extra)) if extra else None, title_align="left"))
         if tokens:
             _render_tokens(turn)
     for j in episode.get("judgments", []):
-        out.print(Panel(j["rationale"], title=f"judgment by {j['judge_seat']}: winner {j['winner_seat'] or 'tie'}"))
+        out.print(Panel(literal(j["rationale"]),
+                        title=literal(f"judgment by {j['judge_seat']}: winner {j['winner_seat'] or 'tie'}")))
     episode_rewards = rewards_by_turn.get(None)
     if episode_rewards:
-        out.print("episode rewards: " + " ".join(episode_rewards))
+        out.print(literal("episode rewards: " + " ".join(episode_rewards)))
 
 
 def _render_tokens(turn: dict) -> None:
@@ -228,7 +249,7 @@ def _render_tokens(turn: dict) -> None:
         table.add_column(column, justify="left" if column == "token" else "right")
     for i, token in enumerate(turn["tokens"]):
         logprob = "-" if token["logprob"] is None else f"{token['logprob']:.3f}"
-        table.add_row(str(i), str(token["id"]), Text(json.dumps(token["text"], ensure_ascii=False)), logprob)
+        table.add_row(str(i), str(token["id"]), literal(json.dumps(token["text"], ensure_ascii=False)), logprob)
     out.print(table)
 
 
@@ -240,14 +261,16 @@ def export(
     seat: Annotated[str | None, typer.Option(help="Only episodes with a turn from this seat.")] = None,
     run: Annotated[str | None, typer.Option(help="Only this run (its id or a unique start of it).")] = None,
     since: Annotated[str | None, typer.Option(help="Started at or after this ISO time.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the file if it exists.")] = False,
     db: DbOption = None,
 ) -> None:
-    """Export logged episodes or turns to JSONL or Parquet (format from the file suffix).
+    """Export logged episodes or turns to JSONL or Parquet (format from the file suffix). An
+    existing file is kept unless --force is given.
 
     Examples:
 
     * `sparring export turns.parquet --game math-reflection`
-    * `sparring export episodes.jsonl --level episodes --status succeeded`
+    * `sparring export episodes.jsonl --level episodes --status succeeded --force`
     """
     from storage.export import export as export_rows
 
@@ -256,6 +279,8 @@ def export(
         fail(f"{path}: use a .jsonl or .parquet file name")
     if level not in ("episodes", "turns"):
         fail(f"--level {level!r}: use 'episodes' or 'turns'")
+    if path.exists() and not force:
+        fail(f"{path} exists already: pass --force to overwrite it, or give another file name")
     engine = engine_or_exit(db)
     flt = _filter(engine, game=game, status=status, seat=seat, run=run, since=_parse_since(since))
     with err.status(f"exporting {level} to {path}…"):

@@ -19,7 +19,7 @@ from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_op
 from app.interrupts import exit_when_stopped
 from app.output import Format, emit
 from app.progress import progress as progress_display
-from app.wiring import SEAT_SPEC_HELP, SeatSpecError, parse_seat_specs
+from app.wiring import SEAT_SPEC_HELP, SeatSpecError, check_versions, parse_seat_specs
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -50,7 +50,8 @@ def games(fmt: FormatOption = Format.table) -> None:
 
 @with_game_options()
 def play(
-    game: Annotated[str, typer.Argument(help="Game to play; `sparring games` lists them.")],
+    game: Annotated[str, typer.Argument(metavar="GAME", help="Game to play; `sparring games` lists them, and "
+                                        "`sparring play GAME --help` shows its seats, bots, options and metrics.")],
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes to play.")] = 16,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
     game_options: GameOptionValues = NONE_GIVEN,
@@ -70,7 +71,7 @@ def play(
         ),
     ] = None,
     samples: Annotated[int, typer.Option(min=1, help="Episodes per task (several samples of one task).")] = 1,
-    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
+    seat: Annotated[list[str] | None, typer.Option("--seat", "-s", metavar="SEAT=SPEC", help=SEAT_SPEC_HELP)] = None,
     temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature (0 = greedy).")] = 0.7,
     top_p: Annotated[float, typer.Option(min=0.0, max=1.0, help="Nucleus sampling mass.")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens a model turn may generate.")] = 160,
@@ -100,6 +101,7 @@ def play(
     * `sparring play debate -n 8 --rounds 2 --seat debater_b=scripted:stubborn`
     * `sparring play math-reflection --tasks examples/gsm8k_sample.jsonl -n 20 --temperature 0`
     * `sparring play math-reflection -n 1024 -c 32 --workers 4`  (4 processes, one store)
+    * `sparring play negotiation --help`  (the game's seats, bots, options and metrics)
     """
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
@@ -131,6 +133,7 @@ def play(
 
     engine = store_or_exit(settings)
     try:
+        check_versions(engine, seat_specs)  # a version the registry lacks: refused before a run is opened
         check_draws(engine, spec, seat_specs)  # a pool naming versions the registry lacks: before anything plays
     except SeatSpecError as exc:
         fail(str(exc))

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import inspect
 import re
+import sys
 from collections.abc import Callable, Mapping
 from itertools import count
 from pathlib import Path
@@ -52,6 +53,8 @@ class ScriptedBackend:
         evaluation's key, so a bot whose code changed is played again, not read from the store"""
         self._bot = bot
         self._adapters: dict[str, str] = {}
+        self.cut_notice: str | None = None
+        """what the first reply cut at max_new_tokens said (printed once on stderr), None until then"""
 
     @classmethod
     def from_function(cls, bot: Bot, *, name: str | None = None) -> ScriptedBackend:
@@ -113,7 +116,10 @@ class ScriptedBackend:
             chosen = named_option(text, request.choice.options)
             text, finish_reason = request.choice.prefix + chosen, "stop"
         else:
+            full = text
             text, finish_reason = _apply_limits(text, request)
+            if finish_reason == "length" and self.cut_notice is None:
+                self._notice_cut(len(full.encode()), request.sampling.max_new_tokens)
         return GenerationResult(
             text=text,
             prompt_token_ids=list(_render(request.messages).encode()),
@@ -123,6 +129,13 @@ class ScriptedBackend:
             served_by=request.adapter or self.model_name,
             chosen=chosen,
         )
+
+    def _notice_cut(self, wrote: int, limit: int) -> None:
+        """Say once, on stderr, that this bot's replies are being cut: a scripted token is one
+        byte of text, so a bot writing code needs far more than a model's token budget."""
+        self.cut_notice = (f"note: {self.model_name} wrote a reply of {wrote} bytes, cut at --max-new-tokens {limit} "
+                           "(a scripted token is one byte); raise --max-new-tokens to let it answer in full")
+        print(self.cut_notice, file=sys.stderr)
 
     async def load_adapter(self, name: str, path: str) -> None:
         loaded = self._adapters.get(name)

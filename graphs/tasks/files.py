@@ -3,12 +3,14 @@
 GSM8K rows: ``question`` and ``answer``, the answer ending in ``#### N`` (N is the ground
 truth, thousands separators removed). MATH rows: ``problem`` and either ``answer`` or a
 ``solution`` whose last ``\\boxed{...}`` is the ground truth; ``level`` and ``subject`` are
-kept. The form is read from the first row's keys; every later row must have the same form.
+kept. Rows of either form may name their ``family`` and ``template`` (kept in the task's
+meta). The form is read from the first row's keys; every later row must have the same form.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -72,9 +74,33 @@ def _read_rows(path: Path) -> Iterator[tuple[str, Any]]:
             if not line.strip():
                 continue
             try:
-                yield where, json.loads(line)
+                row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise TaskSourceError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+            _refuse_surrogates(row, where, "the row")
+            yield where, row
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_surrogates(value: Any, where: str, what: str) -> None:
+    """A lone surrogate (a ``\\udXXX`` JSON escape that is half of a UTF-16 pair) is no text:
+    no model, database or terminal can take it, so the row is refused, naming the key."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        if found is not None:
+            raise TaskSourceError(
+                f"{where}: {what} holds a lone surrogate ({found.group().encode('unicode_escape').decode()} at "
+                f"character {found.start() + 1}), half of a UTF-16 pair, which is not text; write the character "
+                "itself (UTF-8) or both halves of its pair (e.g. \\ud83d\\ude00)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_surrogates(key, where, f"a key of {what}")
+            _refuse_surrogates(item, where, f"{key!r}" if what == "the row" else f"{what}[{key!r}]")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_surrogates(item, where, f"{what}[{i}]")
 
 
 def _not_text(raw: bytes, exc: UnicodeDecodeError, number: int) -> str:
@@ -96,6 +122,12 @@ def _text(row: dict[str, Any], key: str, where: str, row_format: str) -> str:
     return str(value)
 
 
+def _grouping(row: dict[str, Any]) -> dict[str, str]:
+    """A row's optional ``family`` (its figures are also reported by family) and ``template``
+    (the wording it was written from: a template-held-out set may share none with training)."""
+    return {key: str(row[key]) for key in ("family", "template") if row.get(key) not in (None, "")}
+
+
 def _gsm8k_task(row: dict[str, Any], where: str, source: str, split: str | None) -> Task:
     question = _text(row, "question", where, "GSM8K")
     solution = _text(row, "answer", where, "GSM8K")
@@ -108,7 +140,7 @@ def _gsm8k_task(row: dict[str, Any], where: str, source: str, split: str | None)
         answer=final.strip().replace(",", ""),
         source=source,
         split=split,
-        meta={"format": "gsm8k", "solution": reasoning.strip()},
+        meta={"format": "gsm8k", "solution": reasoning.strip(), **_grouping(row)},
     )
 
 
@@ -123,7 +155,7 @@ def _math_task(row: dict[str, Any], where: str, source: str, split: str | None) 
         answer = boxed
     else:
         raise TaskSourceError(f"{where}: a MATH row needs 'answer' or 'solution' (keys: {sorted(row)})")
-    meta: dict[str, Any] = {"format": "math"}
+    meta: dict[str, Any] = {"format": "math", **_grouping(row)}
     meta.update({key: row[key] for key in ("subject", "unique_id", "solution") if key in row})
     level = row.get("level")
     return Task(
