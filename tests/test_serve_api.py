@@ -41,6 +41,8 @@ from storage.recorder import Recorder
 
 XSS = "<script>alert('pwned')</script> the answer is 7"
 TOKEN = "a-long-enough-test-token-0123456789"
+LOCAL = "http://127.0.0.1:8765"
+"""the base URL of in-process clients: a loopback name, which a loopback-bound viewer answers"""
 
 
 @pytest.fixture
@@ -66,7 +68,7 @@ def logged(store_url: str) -> dict:
 
 @pytest.fixture
 def client(logged: dict) -> Iterator[TestClient]:
-    with TestClient(create_app(logged["url"])) as test_client:
+    with TestClient(create_app(logged["url"]), base_url=LOCAL) as test_client:
         yield test_client
 
 
@@ -291,7 +293,7 @@ def test_no_cors(client: TestClient):
 
 
 def test_token_guards_every_request(logged: dict):
-    with TestClient(create_app(logged["url"], token=TOKEN)) as client:
+    with TestClient(create_app(logged["url"], token=TOKEN), base_url=LOCAL) as client:
         refused = client.get("/api/episodes")
         assert refused.status_code == 401 and "SPARRING_API_TOKEN" in refused.json()["detail"]
         assert client.get("/api/episodes", headers={"Authorization": "Bearer wrong-token"}).status_code == 401
@@ -318,7 +320,7 @@ def test_other_binds_need_a_token(monkeypatch: pytest.MonkeyPatch):
 def test_dead_database_is_503_and_the_server_recovers(tmp_path):
     path = tmp_path / "store.db"
     path.mkdir()  # a folder where the database file should be: SQLite cannot open it
-    with TestClient(create_app(f"sqlite:///{path}")) as client:
+    with TestClient(create_app(f"sqlite:///{path}"), base_url=LOCAL) as client:
         dead = client.get("/api/episodes")
         assert dead.status_code == 503 and "cannot open the SQLite database" in dead.json()["detail"]
         page = client.get("/")
@@ -468,6 +470,6 @@ def test_search_index_covers_logs_written_before_it(store_url: str):
     with Recorder(engine, batch_size=8, flush_interval_s=0.01) as recorder:
         new = record_episode(recorder, minute=5, turns=1)
     engine.dispose()
-    with TestClient(create_app(store_url)) as client:
+    with TestClient(create_app(store_url), base_url=LOCAL) as client:
         assert _ids(client.get("/api/episodes?q=answer+6")) == [old.start.id]  # only old has a second turn
         assert set(_ids(client.get("/api/episodes?q=solve"))) == {old.start.id, new.start.id}

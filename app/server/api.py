@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from sqlalchemy import Engine
 
 from app.server import reads
-from app.server.filters import COUNT_LIMIT, BadParameter, EpisodeQuery, episode_query
+from app.server.filters import COUNT_LIMIT, BadParameter, EpisodeQuery, episode_query, no_nul
 from storage.queries import get_episode, list_episodes
 
 router = APIRouter(prefix="/api", tags=["api"])
@@ -103,6 +103,14 @@ def evaluations(engine: EngineDep) -> dict[str, Any]:
             "retrain_rounds": report.rounds}
 
 
+def compare_task(a: str | None, b: str | None, task_id: str | None, task: str | None) -> str | None:
+    """The task of a comparison, given as ``task_id`` or ``task`` (400 when both, differing)."""
+    no_nul({"a": a, "b": b, "task_id": task_id, "task": task})
+    if task_id and task and task_id != task:
+        raise BadParameter("task", f"{task!r} differs from task_id {task_id!r}; give one of them")
+    return task_id or task or None
+
+
 @router.get("/compare", summary="One task played by two policies: the latest episode of each and what changed; "
                                 "without task_id, the tasks both played")
 def compare(
@@ -110,7 +118,9 @@ def compare(
     a: Annotated[str, Query(description="A policy: adapter version (actor@v1), 'base' or a policy label.")],
     b: Annotated[str, Query(description="The other policy.")],
     task_id: Annotated[str | None, Query(description="The task; omit to list the tasks both played.")] = None,
+    task: Annotated[str | None, Query(description="Same as task_id.")] = None,
 ) -> dict[str, Any]:
+    task_id = compare_task(a, b, task_id, task)
     if not task_id:
         return {"a": a, "b": b, "tasks": reads.tasks_of(engine, a, b)}
     try:

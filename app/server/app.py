@@ -22,12 +22,15 @@ from starlette.responses import Response
 from app.server import api, pages
 from app.server.filters import BadParameter
 from app.server.plots import Plots
-from app.server.security import HeadersMiddleware, TokenMiddleware
+from app.server.security import HeadersMiddleware, HostMiddleware, TokenMiddleware, is_loopback
 from app.server.store import Store, StoreUnavailable, unavailable
 
 
-def create_app(database_url: str, *, token: str | None = None) -> FastAPI:
-    """The viewer over the store at ``database_url``; with ``token``, every request must carry it."""
+def create_app(database_url: str, *, token: str | None = None, host: str = "127.0.0.1",
+               allowed_hosts: tuple[str, ...] = ()) -> FastAPI:
+    """The viewer over the store at ``database_url``; with ``token``, every request must carry it.
+    ``host``: the address it is bound to; on a loopback one, only requests naming a loopback
+    host or one of ``allowed_hosts`` are answered (see app.server.security)."""
     store, plots = Store(database_url), Plots()
 
     @asynccontextmanager
@@ -40,7 +43,7 @@ def create_app(database_url: str, *, token: str | None = None) -> FastAPI:
         title="sparring",
         summary="Read-only API over sparring's logs: episodes, turns, runs, adapter lineage, datasets, evaluations.",
         openapi_url="/api/openapi.json",
-        docs_url=None,  # Swagger UI would load its scripts from a CDN; the schema is at /api/openapi.json
+        docs_url=None,  # Swagger UI would load its scripts from a CDN: /docs is a page of its own (app.server.pages)
         redoc_url=None,
         lifespan=lifespan,
     )
@@ -51,6 +54,8 @@ def create_app(database_url: str, *, token: str | None = None) -> FastAPI:
     app.add_middleware(HeadersMiddleware)
     if token:
         app.add_middleware(TokenMiddleware, token=token)
+    if is_loopback(host):
+        app.add_middleware(HostMiddleware, allowed=frozenset(allowed_hosts))
     app.add_exception_handler(BadParameter, _bad_parameter)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(StoreUnavailable, _unavailable)

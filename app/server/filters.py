@@ -89,6 +89,14 @@ def _time(name: str, value: str | None) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
+def no_nul(parameters: dict[str, str | None]) -> None:
+    """A NUL character in any text parameter is a 400 naming it (no stored text holds one, and
+    PostgreSQL refuses it in a query)."""
+    for name, value in parameters.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise BadParameter(name, "holds a NUL character (%00), which no stored text contains; remove it")
+
+
 def _one_of(name: str, value: str | None, valid: list[str]) -> str | None:
     if value and value not in valid:
         raise BadParameter(name, f"no such {name} {value!r}; use one of: {', '.join(valid)}")
@@ -120,6 +128,7 @@ def episode_query(
 ) -> EpisodeQuery:
     """The checked query; BadParameter names the first parameter that is wrong."""
     given = {k: v for k, v in locals().items() if isinstance(v, str) and v not in ("", DEFAULTS.get(k))}
+    no_nul(given)
     seats = seats_by_game()
     _one_of("game", game, list(seats))
     _one_of("status", status, [s.value for s in EpisodeStatus])
@@ -137,10 +146,13 @@ def episode_query(
         raise BadParameter("limit", f"{rows} is out of range; give 1 to {MAX_LIMIT}")
     if count not in (None, "", "true", "false", "1", "0"):
         raise BadParameter("count", f"{count!r}: give true or false")
+    low, high = _float("min_reward", min_reward), _float("max_reward", max_reward)
+    if low is not None and high is not None and low > high:
+        raise BadParameter("min_reward", f"{low:g} is above max_reward {high:g}, so nothing can match; swap them")
     flt = EpisodeFilter(
         game=game or None, status=status or None, seat=seat or None, policy=policy or None, run_id=run or None,
-        task_id=task_id or None, min_reward=_float("min_reward", min_reward),
-        max_reward=_float("max_reward", max_reward), since=_time("since", since), until=_time("until", until),
+        task_id=task_id or None, min_reward=low, max_reward=high, since=_time("since", since),
+        until=_time("until", until),
         text=text,
     )
     return EpisodeQuery(flt, sort, rows, after or None, count not in ("false", "0"), given)

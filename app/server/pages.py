@@ -18,7 +18,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.commands.settings_cmd import mask_url
 from app.server import reads
-from app.server.api import EngineDep, QueryDep, episode_or_404, page_of
+from app.server.api import EngineDep, QueryDep, compare_task, episode_or_404, page_of
 from app.server.filters import seats_by_game
 from storage.keyset import SORT_KEYS
 from storage.records import EpisodeStatus
@@ -42,6 +42,20 @@ def _num(value: Any) -> str:
     return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _plain(value: Any) -> str:
+    """A logged value as a person reads it: a dict as ``key: value`` pairs, a list as items
+    separated by commas, a number as ``num`` shows it (never a Python or JSON literal)."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return " · ".join(f"{key}: {_plain(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(item) for item in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return _num(value)
+
+
 def _seat_class(seat: str) -> str:
     """One colour per seat name, the same on every page."""
     return f"seat-{int(hashlib.md5(seat.encode()).hexdigest(), 16) % SEAT_COLOURS}"
@@ -53,7 +67,8 @@ def _logprob_class(logprob: float | None) -> str:
     return f"lp-{min(4, int(-logprob // 1))}"
 
 
-templates.env.filters.update(short=_short, when=_when, num=_num, seat_class=_seat_class, lp_class=_logprob_class)
+templates.env.filters.update(short=_short, when=_when, num=_num, plain=_plain, seat_class=_seat_class,
+                             lp_class=_logprob_class)
 
 
 def mount_static(app: FastAPI) -> None:
@@ -127,7 +142,9 @@ def compare_page(
     a: Annotated[str | None, Query()] = None,
     b: Annotated[str | None, Query()] = None,
     task_id: Annotated[str | None, Query()] = None,
+    task: Annotated[str | None, Query()] = None,
 ) -> HTMLResponse:
+    task_id = compare_task(a, b, task_id, task)
     context: dict[str, Any] = {"a": a or "", "b": b or "", "task_id": task_id or "", "tasks": None, "result": None}
     if a and b and task_id:
         try:
@@ -137,6 +154,18 @@ def compare_page(
     elif a and b:
         context["tasks"] = reads.tasks_of(engine, a, b)
     return templates.TemplateResponse(request, "compare.html", context)
+
+
+@router.get("/docs", response_class=HTMLResponse)
+def api_docs(request: Request) -> HTMLResponse:
+    """The API described from its OpenAPI schema, as a page of this server (no script from elsewhere)."""
+    schema = request.app.openapi()
+    routes = [{"method": method.upper(), "path": path, "summary": op.get("summary", ""),
+               "description": op.get("description", ""),
+               "parameters": [{"name": p["name"], "in": p["in"], "required": p.get("required", False),
+                               "description": p.get("description", "")} for p in op.get("parameters", [])]}
+              for path, methods in schema.get("paths", {}).items() for method, op in methods.items()]
+    return templates.TemplateResponse(request, "api_docs.html", {"routes": routes, "info": schema.get("info", {})})
 
 
 @router.get("/lineage", response_class=HTMLResponse)

@@ -87,7 +87,8 @@ def tasks_of(engine: Engine, a: str, b: str, limit: int = 200) -> list[dict[str,
 
 def compare(engine: Engine, task_id: str, a: str, b: str) -> dict[str, Any]:
     """The latest episode of ``task_id`` played by each policy, in full, and what changed:
-    status, reward and final answer side by side, and a line diff of the last responses."""
+    status, reward and final answer side by side, and a line diff of the last responses.
+    ``note`` says so when the two episodes are of different games (None when they are not)."""
     episodes = []
     for policy in (a, b):
         page = list_episodes(engine, EpisodeFilter(task_id=task_id, policy=policy), limit=1, count=False)
@@ -95,6 +96,10 @@ def compare(engine: Engine, task_id: str, a: str, b: str) -> dict[str, Any]:
             raise KeyError(f"no episode of task {task_id!r} played by {policy!r}")
         episodes.append(get_episode(engine, page.items[0]["id"]))
     left, right = episodes
+    games = [left.get("game"), right.get("game")]
+    note = (None if games[0] == games[1] else
+            f"these are episodes of different games ({a}: {games[0]}, {b}: {games[1]}): the same task id names "
+            "different tasks, so the two are not comparable turn by turn")
     changes = [
         {"what": key, "a": left.get(key), "b": right.get(key)}
         for key in ("status", "reward", "num_turns", "error_stage")
@@ -105,5 +110,6 @@ def compare(engine: Engine, task_id: str, a: str, b: str) -> dict[str, Any]:
         changes.append({"what": "final_answer", "a": answer[0], "b": answer[1]})
     last = [(e["turns"][-1]["response"] if e["turns"] else "") for e in episodes]
     diff = list(difflib.unified_diff(last[0].splitlines(), last[1].splitlines(), a, b, lineterm=""))
-    return {"task_id": task_id, "a": a, "b": b, "episodes": episodes, "changes": changes, "last_response_diff": diff}
+    return {"task_id": task_id, "a": a, "b": b, "episodes": episodes, "games": games, "note": note,
+            "changes": changes, "last_response_diff": diff}
 

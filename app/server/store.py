@@ -16,6 +16,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.exc import DBAPIError
 
 from storage.engine import DatabaseError, driver_message, open_store
+from storage.redact import redact
 
 
 class StoreUnavailable(RuntimeError):
@@ -36,7 +37,7 @@ class Store:
                 try:
                     engine = open_store(self.database_url)
                 except DatabaseError as exc:
-                    raise StoreUnavailable(str(exc)) from exc
+                    raise StoreUnavailable(redact(str(exc))) from exc
                 engine.dispose()  # the connections made while migrating were writable
                 event.listen(engine, "connect", _READ_ONLY[engine.dialect.name])
                 self._engine = engine
@@ -68,4 +69,4 @@ _READ_ONLY = {"sqlite": _sqlite_read_only, "postgresql": _postgres_read_only}
 
 def unavailable(exc: DBAPIError) -> StoreUnavailable:
     """A database error met while reading, as the reason the store is unavailable."""
-    return StoreUnavailable(f"the database is unavailable: {driver_message(exc)}")
+    return StoreUnavailable(redact(f"the database is unavailable: {driver_message(exc)}"))
