@@ -89,6 +89,7 @@ def with_game_options(**defaults: Any) -> Callable[[F], F]:
             return command(**kwargs, **{PARAMETER: GameOptionValues(given, defaults)})
 
         run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        run.game_options = fields  # type: ignore[attr-defined]  # read by the per-game help (game_help.py)
         run.__annotations__ = {p.name: p.annotation for p in params}
         return run  # type: ignore[return-value]
 
