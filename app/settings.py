@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
         description="Precision of the in-process model that plays: auto is bfloat16 on CUDA and on CPUs with native "
-        "bfloat16 (AVX512-BF16/AMX: about 2x faster decoding), else float32. Training on a CPU stays float32.",
+        "bfloat16 (AVX512-BF16/AMX: faster decoding), else float32. Training on a CPU stays float32.",
     )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "sparring",
@@ -70,8 +70,8 @@ class Settings(BaseSettings):
     )
     seed: int = Field(0, description="Default seed for task selection and sampling.")
     max_batch_size: int = Field(
-        256, ge=1, description="Most requests the in-process backend decodes at once (200 held-out episodes "
-        "of the bundled model on 2 CPU cores: 97 s in batches of up to 200, 131 s in batches of 64).")
+        256, ge=1, description="Most requests the in-process backend decodes at once; larger batches use the cores "
+        "better while memory allows (measured: docs/results/2026-11-27-benchmarks.md).")
     backend: Literal["inprocess", "vllm"] = Field(
         "inprocess",
         description="What serves 'model' seats: inprocess (transformers + PEFT in this process) or vllm "

@@ -18,7 +18,7 @@ ADAPTERS_PER_ROLE = 2
 """A role's active version and the candidate evaluated against it are loaded at once."""
 CPU_KV_CACHE_GIB = "4"
 """VLLM_CPU_KVCACHE_SPACE unless set: without it a CPU build of vLLM reserves 92% of the NUMA
-node's memory and refuses to start while other processes hold a few GB (seen here with 24 GB).
+node's memory and refuses to start while other processes hold a few GB.
 GPU builds ignore it."""
 
 

@@ -166,8 +166,8 @@ def resolve_device(device: str) -> torch.device:
 
 def native_bf16_cpu() -> bool:
     """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX): there a bfloat16
-    model decodes about twice as fast as float32 (measured: bench/backend_throughput.py
-    --dtype); elsewhere bfloat16 is emulated and slower."""
+    model decodes faster than float32 (bench/backend_throughput.py --dtype measures it);
+    elsewhere bfloat16 is emulated and slower."""
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:

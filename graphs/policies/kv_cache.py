@@ -2,9 +2,8 @@
 
 transformers' ``DynamicLayer`` appends each step's keys and values with ``torch.cat``, which
 copies the layer's whole cache every step: the copy grows with the cache, and on a CPU it is
-paid in memory bandwidth. On the bundled model, 200 rows with 171 cached positions, a decode
-step took 763 ms with it and 572 ms with this layer (2-core Xeon, float32; the profile had put
-46% of the step in ``aten::cat``); the tokens are the same.
+paid in memory bandwidth. This layer gives the same tokens without that copy (bench/kv_cache.py
+measures both; docs/results/2026-11-27-benchmarks.md).
 
 ``GrowingLayer`` keeps its keys and values in buffers with spare positions and exposes the
 filled part as views (``keys`` and ``values``, as ``DynamicLayer`` does); a step writes its

@@ -9,5 +9,5 @@ def last_positions(width: int, count: int, device: torch.device) -> torch.Tensor
     """``logits_to_keep`` for the last ``count`` of ``width`` positions, as positions rather
     than the int: transformers then gathers a contiguous copy of those hidden states, where the
     int takes a strided slice, which a frozen bfloat16 ``lm_head`` (every model PEFT wraps)
-    multiplies about 600x slower on CPU (torch 2.13, 50 rows: 3.4 s against 5 ms)."""
+    multiplies orders of magnitude slower on CPU (torch 2.13; docs/results/2026-11-25-main-job.md)."""
     return torch.arange(width - count, width, device=device)

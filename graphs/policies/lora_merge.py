@@ -15,10 +15,8 @@ would give back ``W`` wherever the update is under half a step of the weight, wh
 a small LoRA update. A bfloat16 merge rounds stochastically instead (up with probability the
 fraction of the step, from a fixed seed): each weight is off by less than one step, but the
 update survives on average over a layer's inputs, as it does when a float32 checkpoint is cast
-to bfloat16. On the bundled model with a trained actor adapter (its update's projection kept:
-1.00 stochastic, 0.77 nearest), 200 arithmetic problems, greedy, batches of 200: answers agreed
-with float32 serving on 139 problems merged against 127 unmerged (float32 LoRA matmuls beside
-the bfloat16 base), and decoding took 79 s against 107 s. The rounded weights of the last adapter
+to bfloat16 (how much of the update each rounding keeps, and what merging does to answers and
+time: docs/results/2026-11-25-main-job.md). The rounded weights of the last adapter
 are kept, so merging it again after a mixed batch draws no new noise; PEFT's own merge still runs
 first each time (it is what tells PEFT's forward to skip the LoRA path), and its values are
 overwritten.

@@ -169,7 +169,7 @@ class TRLTrainingConfig(TrainingConfig):
     gradient_checkpointing: bool = field(
         default=False,
         metadata={
-            "help": "Recompute activations in the backward pass: less memory, about 20% slower. Off by default: "
+            "help": "Recompute activations in the backward pass: less memory, slower steps. Off by default: "
             "the bundled 135M model fits without it."
         },
     )
@@ -178,8 +178,7 @@ class TRLTrainingConfig(TrainingConfig):
         metadata={
             "help": "Most tokens one forward pass may hold (rows x sequences per row x the longest row's tokens): "
             "a larger batch is split into smaller ones with gradient accumulation, the same effective batch in "
-            "less memory. The bundled model's SFT on ~1,000-token textarena rows peaked at 19 GB in batches of "
-            "4 and at 5.7 GB, 30% faster, in passes of one row. None: never split."
+            "less memory (docs/results/2026-11-27-benchmarks.md). None: never split."
         },
     )
     trl: dict[str, Any] = field(

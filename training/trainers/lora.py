@@ -38,9 +38,8 @@ class LoraSettings:
         default=0.0,
         metadata={
             "help": "Dropout on the LoRA input, in [0, 1). Off by default: on CPU, drawing its masks (one per "
-            "adapted layer) took 16% of the main job's actor SFT (659 s with 0.05, 554 s without, 206 rows), "
-            "and the adapter trained without it did as well on the dev set (paired, n=200: -1.0 pts [-3.5, "
-            "+1.5]). TRL's DPO and KTO trainers and the PPO update turn it off anyway (so that policy and "
+            "adapted layer) costs a noticeable share of an SFT step, and adapters trained without it did as "
+            "well (docs/results/2026-11-25-main-job.md). TRL's DPO and KTO trainers and the PPO update turn it off anyway (so that policy and "
             "reference log-probabilities are comparable); it acts in SFT."
         },
     )

@@ -26,8 +26,8 @@ class SFTTrainingConfig(TRLTrainingConfig):
     group_by_length: bool = field(
         default=True,
         metadata={"help": "Batch rows of similar length together (transformers' length-grouped sampler: "
-                          "shuffled mega-batches, sorted within), so less of each batch is padding (the main job's "
-                          "actor rows, batches of 4: 23% fewer padded tokens an epoch); false: plain random order."},
+                          "shuffled mega-batches, sorted within), so less of each batch is padding; "
+                          "false: plain random order."},
     )
 
     def trainer_arguments(self) -> dict[str, Any]:
