@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from graphs.tasks import default_split, load_tasks
-from graphs.tasks.arithmetic import LEVELS, TEMPLATES, problems
+from graphs.tasks.arithmetic import LEVELS, SPLITS, frames_of, problems
+from graphs.tasks.arithmetic_families import FAMILIES
+from graphs.tasks.arithmetic_frames import FRAMES, GROUPS
 from graphs.tasks.base import TaskSourceError
 
 DATA = Path(__file__).parents[1].parent / "shared" / "data"
@@ -25,24 +27,58 @@ needs_data = pytest.mark.skipif(
 # --- arithmetic ----------------------------------------------------------------------------
 
 
-def test_train_and_heldout_never_share_a_problem() -> None:
-    per_split = 2_000
+def test_no_two_splits_share_a_problem_and_none_repeats_within_one() -> None:
+    per_split = 1_000
     questions: dict[str, set[str]] = {}
-    for split in ("train", "heldout"):
+    for split in SPLITS:
         tasks = [task for level in LEVELS for task in islice(problems(split, level), per_split)]
         questions[split] = {task.question for task in tasks}
         assert len(questions[split]) == len(tasks) == per_split * len(LEVELS)  # no repeats within a split
         assert len({task.id for task in tasks}) == len(tasks)
-    assert not questions["train"] & questions["heldout"]
+    for first, second in [(a, b) for a in SPLITS for b in SPLITS if a < b]:
+        assert not questions[first] & questions[second], (first, second)
+
+
+def test_template_held_out_splits_share_no_wording_with_training() -> None:
+    """dev and unseen problems come from frames no train (or heldout) problem uses, and each
+    other's neither: a held-out result says whether a skill carries over to other wordings."""
+    templates = {split: {t.meta["template"] for level in LEVELS for t in islice(problems(split, level), 600)}
+                 for split in SPLITS}
+    assert templates["heldout"] <= templates["train"]
+    for held in ("dev", "unseen"):
+        assert not templates[held] & templates["train"], held
+    assert not templates["dev"] & templates["unseen"]
+    assert len({frame.id for frame in FRAMES}) == len(FRAMES) and len({f.text for f in FRAMES}) == len(FRAMES)
+
+
+def test_every_trained_family_is_asked_in_other_words_too_and_two_are_held_out_whole() -> None:
+    for level in LEVELS:
+        trained = set(frames_of(level, "train"))
+        for group in ("dev", "unseen"):
+            assert trained <= set(frames_of(level, group)), (level, group)
+    never_trained = {f.name for f in FAMILIES.values()} - {FAMILIES[f.family].name for f in FRAMES
+                                                            if f.group == "train"}
+    assert never_trained == {"compare", "div-add"}
+
+
+def test_level_one_has_thirty_wordings_and_every_operation_in_training() -> None:
+    level_one = [f for f in FRAMES if FAMILIES[f.family].level == 1]
+    assert len(level_one) >= 30
+    trained = list(islice(problems("train", 1), 400))
+    operations = {op for t in trained for op in re.findall(r" ([-+*/]) ", t.meta["expression"])}
+    assert operations == {"+", "-", "*", "/"}
+    counts = {family: sum(t.meta["family"] == family for t in trained) for family in ("add", "sub", "mul", "div")}
+    assert min(counts.values()) >= 60, counts  # families come in about equal numbers
 
 
 def test_problems_are_deterministic_and_named_by_split_level_and_index() -> None:
-    first = list(islice(problems("heldout", 2), 18))
-    again = list(islice(problems("heldout", 2), 18))
+    first = list(islice(problems("unseen", 2), 18))
+    again = list(islice(problems("unseen", 2), 18))
     assert first == again
     task = first[17]
-    assert task.id == "arith-heldout-L2-000017"
-    assert (task.source, task.split, task.difficulty, task.meta["level"]) == ("arithmetic", "heldout", "L2", 2)
+    assert task.id == "arith-unseen-L2-000017"
+    assert (task.source, task.split, task.difficulty, task.meta["level"]) == ("arithmetic", "unseen", "L2", 2)
+    assert FAMILIES[task.meta["family"]].level == 2 and task.meta["steps"] == 2
 
 
 def _evaluate(expression: str) -> float:
@@ -50,14 +86,19 @@ def _evaluate(expression: str) -> float:
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_each_level_has_integer_answers_varied_templates_and_its_number_of_steps(level: int) -> None:
-    tasks = list(islice(problems("train", level), 300))
+@pytest.mark.parametrize("group", GROUPS)
+def test_each_level_has_integer_answers_every_wording_and_its_number_of_steps(level: int, group: str) -> None:
+    split = "train" if group == "train" else group
+    tasks = list(islice(problems(split, level), 400))
     for task in tasks:
         expression = task.meta["expression"]
         assert _evaluate(expression) == int(task.answer) >= 0, task
         operations = len(re.findall(r" [-+*/] ", expression))
+        assert operations == task.meta["steps"] == FAMILIES[task.meta["family"]].steps, task
         assert {1: operations == 1, 2: operations == 2, 3: operations >= 3, 4: "/" in expression}[level], task
-    assert {task.meta["template"] for task in tasks} == {t.__name__.lstrip("_") for t in TEMPLATES[level]}
+        assert "{" not in task.question and "}" not in task.question, task  # every slot filled
+    wordings = {frame.id for frames in frames_of(level, group).values() for frame in frames}
+    assert {task.meta["template"] for task in tasks} == wordings
 
 
 def test_load_tasks_arithmetic_specs() -> None:

@@ -10,8 +10,8 @@ from graphs.tasks.base import Task, TaskSource, TaskSourceError
 from graphs.tasks.files import load_jsonl
 from graphs.tasks.hf import load_hf
 
-__all__ = ["DEFAULT_ARITHMETIC_COUNT", "FILE_SPLITS", "MATH_TASKS", "Task", "TaskSourceError", "default_split",
-           "load_tasks"]
+__all__ = ["DEFAULT_ARITHMETIC_COUNT", "FILE_SPLITS", "MATH_TASKS", "SPLIT_TITLES", "Task", "TaskSourceError",
+           "default_split", "evaluation_splits", "load_tasks"]
 
 DEFAULT_ARITHMETIC_COUNT = 100
 """How many arithmetic problems ``load_tasks`` makes when n is None (the generator is endless)."""
@@ -22,10 +22,25 @@ file's default) and ``heldout`` (the generator's held-out problems, the deploy g
 evaluation data."""
 
 ACCEPTED_SPECS = (
-    "'arithmetic' (levels 1-4), 'arithmetic:2' or 'arithmetic:1-3'; "
+    "'arithmetic' (levels 1-4), 'arithmetic:2' or 'arithmetic:1-3' (splits train, heldout, dev, unseen); "
     "a path to a .jsonl file in GSM8K or MATH form; "
     "'hf:DATASET_ID[:config][@split]' (needs network access)"
 )
+
+
+SPLIT_TITLES = {
+    "unseen": "unseen wordings (template-held-out)",
+    "heldout": "held-out problems",
+    "dev": "dev wordings",
+}
+"""How tables name the evaluation splits."""
+
+
+def evaluation_splits(spec: str) -> tuple[str, ...]:
+    """The splits evaluations of ``spec`` play, the deciding one first: for the arithmetic
+    generator the template-held-out ``unseen`` split, then ``heldout`` (new numbers in the
+    training wordings); for every other source its ``heldout`` split."""
+    return ("unseen", "heldout") if spec.partition(":")[0] == arithmetic.SOURCE else ("heldout",)
 
 
 def default_split(spec: str) -> str:
@@ -66,5 +81,5 @@ def load_tasks(spec: str, *, n: int | None, seed: int, split: str | None = None)
 
 
 MATH_TASKS = TaskSource(default=arithmetic.SOURCE, accepted=ACCEPTED_SPECS, load=load_tasks,
-                        default_split=default_split)
+                        default_split=default_split, evaluation_splits=evaluation_splits)
 """The task source of the math games: the arithmetic generator, GSM8K/MATH files, Hugging Face."""

@@ -30,6 +30,9 @@ class TaskSource:
     accepted: str
     load: TaskLoader
     default_split: Callable[[str], str]
+    evaluation_splits: Callable[[str], tuple[str, ...]] = lambda spec: ("heldout",)
+    """The splits an evaluation of ``spec`` plays, the deciding one first: the gate compares its
+    metric on the first and refuses a family that got worse beyond noise in any of them."""
 
 
 @dataclass(frozen=True)
