@@ -18,7 +18,10 @@ key, "eval_key": digest of key}``; when it finishes, its ``summary`` is exactly:
     {"metrics": {name: Estimate.to_dict()},   # {"value", "n", "low", "high"}
      "policies": {seat: "actor@v1" | "base" | "scripted:calculator" | "openai:MODEL" | "verifier"},
      "label": label,                          # what the evaluation was for
-     "tasks": n}                              # how many tasks it played
+     "tasks": n,                              # how many tasks it played
+     "set": name,                             # the task set's name (Evaluator.name: a split, a file)
+     "families": {name: {family: Estimate.to_dict()}}}  # each metric by task family (evaluation.families),
+                                                        # {} when the tasks are of one family
 
 ``sparring report`` and the retrain plots read these summaries. Per-task outcomes are not
 stored there: they are recomputed from the run's episodes (``evaluation.metrics``).
@@ -34,6 +37,7 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
+from evaluation.families import by_family
 from evaluation.metrics import run_estimates
 from evaluation.replay import GreedyReplay
 from evaluation.stats import Estimate
@@ -120,6 +124,8 @@ class Evaluator:
     progress: PhaseProgress = lambda phase, done, total: None
     replay: GreedyReplay = field(default_factory=GreedyReplay, repr=False)
     """Greedy answers of earlier evaluations, replayed (shared by the evaluators of one command)."""
+    name: str = "heldout"
+    """What the task set is called in tables and gate reasons (e.g. its split); not in the key."""
     _memory: dict[str, EvaluationResult] = field(default_factory=dict, repr=False)
 
     def key(self, policies: Mapping[str, Policy]) -> dict[str, Any]:
@@ -166,7 +172,8 @@ class Evaluator:
             recorder.flush()
             measured = run_estimates(self.engine, run.id)
             labels = {s.name: policy_label(played.get(s.name)) for s in self.game.seats}
-            recorder.finish_run(run.id, "finished", summary(measured.metrics, labels, label, len(self.tasks)))
+            recorder.finish_run(run.id, "finished", summary(measured.metrics, labels, label, len(self.tasks),
+                                                            _families(measured.per_task, self.tasks), self.name))
         result = EvaluationResult(measured.metrics, measured.per_task, run.id, label, len(report.episodes),
                                   sum(e.status != "succeeded" for e in report.episodes))
         if not result.failed:  # a run with failed episodes is not worth reusing
@@ -174,10 +181,18 @@ class Evaluator:
         return result
 
 
-def summary(metrics: Mapping[str, Estimate], policies: Mapping[str, str], label: str, tasks: int) -> dict[str, Any]:
+def summary(metrics: Mapping[str, Estimate], policies: Mapping[str, str], label: str, tasks: int,
+            families: Mapping[str, Mapping[str, Estimate]] | None = None, set_name: str = "") -> dict[str, Any]:
     """An evaluation run's summary, in the shape the module docstring documents."""
     return {"metrics": {name: e.to_dict() for name, e in metrics.items()}, "policies": dict(policies),
-            "label": label, "tasks": tasks}
+            "label": label, "tasks": tasks, "set": set_name,
+            "families": {name: {f: e.to_dict() for f, e in found.items()} for name, found in (families or {}).items()}}
+
+
+def _families(per_task: Mapping[str, Mapping[str, float]], tasks: list[Task]) -> dict[str, dict[str, Estimate]]:
+    """Each metric by task family, or nothing when the tasks are of one family."""
+    found = {name: by_family(outcomes, tasks) for name, outcomes in per_task.items()}
+    return found if any(len(f) > 1 for f in found.values()) else {}
 
 
 def _stored_run(engine: Engine, key_digest: str) -> EvaluationResult | None:

@@ -40,6 +40,8 @@ class Point:
     run_id: str
     label: str
     started_at: datetime
+    families: dict[str, dict[str, Estimate]] = field(default_factory=dict)
+    """metric -> task family -> figure (empty for tasks of one family)"""
 
     @property
     def name(self) -> str:
@@ -54,11 +56,14 @@ class Series:
     tasks: int
     options: dict[str, Any]
     points: list[Point] = field(default_factory=list)
+    set_name: str = ""
+    """the task set's name (a split, a file), when the evaluations recorded it"""
 
     @property
     def title(self) -> str:
         turns = self.options.get("turns")
-        return f"{self.game}: {self.tasks} tasks" + (f", {turns} turns" if turns else "")
+        named = f" {self.set_name}" if self.set_name else ""
+        return f"{self.game}: {self.tasks}{named} tasks" + (f", {turns} turns" if turns else "")
 
     def metric_names(self) -> list[str]:
         names: dict[str, None] = {}
@@ -119,9 +124,13 @@ def read_report(engine: Engine) -> StoreReport:
             key = (config or {}).get("evaluation") or {}
             comparable = {k: v for k, v in key.items() if k != "seats"} or {"game": game, "tasks": summary.get("tasks")}
             one = series.setdefault(_digest(comparable), Series(game, int(summary.get("tasks") or 0),
-                                                                key.get("options") or {}))
+                                                                key.get("options") or {},
+                                                                set_name=str(summary.get("set") or "")))
             metrics = {name: Estimate.from_dict(e) for name, e in summary["metrics"].items()}
-            point = Point(dict(summary["policies"]), metrics, run_id, str(summary.get("label", "")), started_at)
+            families = {name: {f: Estimate.from_dict(e) for f, e in found.items()}
+                        for name, found in (summary.get("families") or {}).items()}
+            point = Point(dict(summary["policies"]), metrics, run_id, str(summary.get("label", "")), started_at,
+                          families)
             _add(one, point)
         elif "roles" in summary and "round" in summary:
             rounds.extend(_round_rows(run_id, started_at, summary))
@@ -182,9 +191,12 @@ def write_page(report: StoreReport, out_dir: Path, *, store: str) -> Path:
         png = metric_panels([f"#{i}\n" + "\n".join(p.name.split()) for i, p in enumerate(series.points, start=1)],
                             {m: [p.metrics.get(m) for p in series.points] for m in names},
                             out_dir / f"series-{index}.png", series.title)
+        by_family = _family_plot(series, out_dir / f"series-{index}-families.png")
         sections.append(
             f"<h2>{_e(series.title)}</h2>\n<img src=\"{_e(png.name)}\" alt=\"{_e(series.title)}: each metric per "
             f"policy set, with 95% intervals\">\n"
+            + (f"<img src=\"{_e(by_family.name)}\" alt=\"{_e(series.title)}: the first metric by task family, "
+               f"one panel each\">\n" if by_family else "")
             + _html_table(series.table(), caption="value [95% interval] n per policy set, in the order first measured")
             + _html_table([{"#": i, "policy set": p.name, "label": p.label, "run": p.run_id,
                             "measured": p.started_at.strftime("%Y-%m-%d %H:%M")}
@@ -208,6 +220,19 @@ def write_page(report: StoreReport, out_dir: Path, *, store: str) -> Path:
     page = out_dir / PAGE
     page.write_text(_PAGE.format(store=_e(store), sections="\n".join(sections)), encoding="utf-8")
     return page
+
+
+def _family_plot(series: Series, path: Path) -> Path | None:
+    """One panel per task family of the series' first metric, a point per policy set: a skill
+    that narrows shows as one panel falling while the others rise. None when the series'
+    tasks are of one family."""
+    metric = next((m for m in series.metric_names() if any(m in p.families for p in series.points)), None)
+    if metric is None:
+        return None
+    families = list(dict.fromkeys(f for p in series.points for f in p.families.get(metric, {})))
+    stages = [f"#{i}\n" + "\n".join(p.name.split()) for i, p in enumerate(series.points, start=1)]
+    return metric_panels(stages, {f: [p.families.get(metric, {}).get(f) for p in series.points] for f in families},
+                         path, f"{series.title}: {metric} by task family")
 
 
 def _e(value: Any) -> str:

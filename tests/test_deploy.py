@@ -19,11 +19,12 @@ from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
 from graphs.runner import play
 from graphs.tasks import load_tasks
+from graphs.tasks.base import Task
 from storage.engine import open_store
 from storage.models import Evaluation, Run
 from storage.queries import EpisodeFilter, iter_turns
 from storage.recorder import Recorder
-from training.deploy import LivePolicies, gate_and_deploy
+from training.deploy import GateError, LivePolicies, gate_and_deploy
 from training.registry import active_version, get_version, promote, publish
 
 GAME = get_game("math-reflection")
@@ -185,3 +186,80 @@ def test_hot_deploy_while_episodes_run(tmp_path, adapter_template, sums):
         served.setdefault(turn["episode_id"], set()).add(turn["served_by"])
     assert all(len(versions) == 1 for versions in served.values())  # no episode mixes versions
     assert {next(iter(v)) for v in served.values()} == {"scripted:adapter-aware", "actor@v1"}
+
+
+# --- the guard: no family of tasks worse beyond noise -----------------------------------------
+
+
+def _family_tasks(split: str, **counts: int) -> list[Task]:
+    """``counts[family]`` sums ("What is a + 5?") or products ("What is a * 3?") per family."""
+    operator = {"add": "+", "mul": "*"}
+    return [Task(f"{split}-{family}-{a}", f"What is {a} {operator[family]} {3 if family == 'mul' else 5}?",
+                 str(a * 3 if family == "mul" else a + 5), "generated", split, meta={"family": family})
+            for family, n in counts.items() for a in range(1, n + 1)]
+
+
+class OneOperation(ScriptedBackend):
+    """Solves only sums under the ``sums`` adapters and only products under any other adapter
+    (or none): the candidate that learned addition and unlearned multiplication."""
+
+    def __init__(self, sums: set[str]) -> None:
+        super().__init__(self._answer, bot_name="one-operation")
+        self.sums = sums
+
+    def _answer(self, messages, request) -> str:
+        question = messages[-1]["content"]
+        if ("+" in question) == (request.adapter in self.sums):
+            return BOTS["calculator"](messages, request)
+        return "Answer: 0"
+
+
+def test_a_candidate_better_overall_but_worse_on_one_family_is_refused_naming_it(store_url, tmp_path,
+                                                                                 adapter_template):
+    engine = open_store(store_url)
+    v1 = _publish(engine, tmp_path / "adapters", adapter_template)
+    backend = OneOperation(sums={"actor@v1"})
+    live = LivePolicies({"actor": Policy(backend), "critic": Policy(scripted_bot("always-correct"))})
+    options = ReflectionOptions(turns=1)
+    evaluate = Evaluator(engine, GAME, _family_tasks("unseen", add=12, mul=8), seed=0, options=options,
+                         name="unseen")
+    result = asyncio.run(gate_and_deploy(engine, v1, backend, live, evaluate))
+    assert (result.candidate_value, result.baseline_value) == (0.6, 0.4)  # +20 pts overall ...
+    assert not result.promoted  # ... but every product is now wrong
+    assert "worse beyond noise on family mul (unseen) -100.0 pts" in result.reason
+    assert "0 better, 8 worse, p=0.00781" in result.reason and "family add" not in result.reason
+    assert get_version(engine, "actor@v1").status == "rejected" and live()["actor"].adapter is None
+    figures = get_version(engine, "actor@v1").eval["gate"]
+    assert figures["families"]["unseen"]["add"]["better"] == 12 and len(figures["regressions"]) == 1
+
+
+def test_a_guard_set_refuses_a_candidate_the_deciding_set_would_promote(store_url, tmp_path, adapter_template):
+    """Only sums in the deciding set (the candidate solves them all), products in the guard set:
+    the guard's family mul refuses it; without the guard it is promoted."""
+    engine = open_store(store_url)
+    backend = OneOperation(sums={"actor@v1", "actor@v2"})
+    live = LivePolicies({"actor": Policy(backend), "critic": Policy(scripted_bot("always-correct"))})
+    options = ReflectionOptions(turns=1)
+    evaluate = Evaluator(engine, GAME, _family_tasks("unseen", add=8), seed=0, options=options, name="unseen")
+    guard = Evaluator(engine, GAME, _family_tasks("gsm", mul=6), seed=0, options=options, name="gsm.jsonl")
+    v1 = _publish(engine, tmp_path / "adapters", adapter_template)
+    result = asyncio.run(gate_and_deploy(engine, v1, backend, live, evaluate, guards=[guard]))
+    assert not result.promoted and result.comparison.difference.value == 1.0
+    assert "family mul (gsm.jsonl) -100.0 pts" in result.reason
+    assert set(result.guard_evals) == {"gsm.jsonl"}
+    assert [e.metrics["pass@turn-1"].value for e in result.guard_evals["gsm.jsonl"]] == [0.0, 1.0]
+
+    v2 = _publish(engine, tmp_path / "adapters", adapter_template)
+    assert asyncio.run(gate_and_deploy(engine, v2, backend, live, evaluate)).promoted
+
+
+def test_guard_sets_need_distinct_names(store_url, tmp_path, adapter_template, sums):
+    engine = open_store(store_url)
+    v1 = _publish(engine, tmp_path / "adapters", adapter_template)
+    backend = AdapterAware(good={"actor@v1"})
+    live = LivePolicies({"actor": Policy(backend), "critic": Policy(scripted_bot("always-correct"))})
+    evaluate = Evaluator(engine, GAME, load_tasks(str(sums), n=4, seed=0, split="heldout"), seed=0,
+                         options=ReflectionOptions(turns=1))
+    with pytest.raises(GateError, match="distinct names"):
+        asyncio.run(gate_and_deploy(engine, v1, backend, live, evaluate, guards=[evaluate]))
+    assert get_version(engine, "actor@v1").status == "candidate"

@@ -53,7 +53,8 @@ def test_eval_prints_intervals_and_reuses_the_stored_run(url, sums):
     with engine.connect() as conn:
         summary = conn.execute(select(Run.summary)).scalar_one()
     engine.dispose()
-    assert set(summary) == {"metrics", "policies", "label", "tasks"} and summary["tasks"] == 8
+    assert set(summary) == {"metrics", "policies", "label", "tasks", "families", "set"} and summary["tasks"] == 8
+    assert summary["families"] == {} and summary["set"] == "heldout"  # a file: one family
     assert summary["policies"] == {"actor": "scripted:calculator", "critic": "scripted:always-correct",
                                    "judge": "verifier"}
     assert summary["metrics"]["pass@turn-1"] == {"value": 1.0, "n": 8, "low": wilson(8, 8).low, "high": 1.0}
@@ -152,4 +153,39 @@ def test_bad_input_is_refused_and_nothing_is_logged(url, sums, tmp_path, monkeyp
     shutil.rmtree(version.path)
     _refused(["eval", "--tasks", str(sums), "--seat", "actor=model:actor@v1", "--seat", "critic=scripted:echo"],
              "cannot serve", "actor@v1", "missing")
+    assert _counts(url) == (0, 0)
+
+
+# --- evaluation sets and task families ------------------------------------------------------
+
+
+def test_the_generator_is_evaluated_on_unseen_wordings_then_held_out_problems_by_family(url):
+    out = cli("eval", *SCRIPTED, "-n", "40", "--format", "json")
+    records = json.loads(out)
+    totals = {(r["set"], r["metric"]): r for r in records if r["family"] is None}
+    assert {s for s, _ in totals} == {"unseen", "heldout"}
+    assert totals["unseen", "pass@turn-1"]["n"] == totals["heldout", "pass@turn-1"]["n"] == 40
+    families = {(r["set"], r["family"]): r for r in records if r["family"] is not None}
+    assert {f for s, f in families if s == "unseen"} >= {"add", "sub", "mul", "div", "compare"}
+    assert "compare" not in {f for s, f in families if s == "heldout"}  # held out whole: no training wording
+    for (split, _), record in families.items():  # each family's pass rate is its tasks' share
+        assert record["metric"] == "pass@turn-1" and record["set"] == split and 0 < record["n"] < 40
+    assert sum(r["n"] for (s, _), r in families.items() if s == "unseen") == 40
+    assert _counts(url) == (2, 80)  # a run per set
+
+    table = cli("eval", *SCRIPTED, "-n", "40", "--split", "unseen", "--family", "mul", "--family", "div")
+    assert max(len(line) for line in table.splitlines()) <= 80
+    table = " ".join(table.split())  # titles wrap at the table's width
+    assert "pass@turn-1 by task family (unseen)" in table and "held-out problems" not in table
+    assert "mul 0.0% [0.0, 65.8] 2" in table and "add " not in table
+
+
+def test_evaluation_set_bad_input_is_refused_before_anything_is_logged(url, tmp_path):
+    _refused(["eval", *SCRIPTED, "--family", "cube-roots"], "--family cube-roots: no such family",
+             "families: add, add-sub")
+    unanswered = tmp_path / "unanswered.jsonl"
+    unanswered.write_text(json.dumps({"problem": "What is x?", "answer": " "}) + "\n")
+    _refused(["eval", *SCRIPTED, "--guard", str(unanswered)], f"--guard {unanswered}", "no answer to check against",
+             "unanswered.jsonl:1")
+    _refused(["eval", *SCRIPTED, "--guard", "arithmetic:9"], "bad arithmetic levels '9'")
     assert _counts(url) == (0, 0)

@@ -8,6 +8,7 @@ that adapter, and a rollback must bring the previous version back.
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -17,12 +18,12 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from app.cli import app
 from storage.engine import open_store
-from storage.models import DatasetSnapshot, Episode, Run, TrainingJob
+from storage.models import DatasetSnapshot, Episode, Evaluation, Run, TrainingJob
 from storage.queries import EpisodeFilter, iter_turns
 from ctrl_c import default_sigint
 from model_logs import as_model_turns
@@ -110,16 +111,26 @@ def test_retrain_round_trains_gates_and_reports(env):
     assert [(r["status"], r["candidate"]) for r in skipped] == [("skipped", None)] * 2, skipped
     assert all("fewer than min_rows 1000" in r["detail"] and r["rows"] > 0 for r in skipped), skipped
     # the rows a skipped round did not train on are read again by the next round
+    products = env / "products.jsonl"  # a guard set: both gates and the report play it too
+    products.write_text("".join(json.dumps({"question": f"What is {a} * 3?", "answer": f"#### {a * 3}"}) + "\n"
+                                for a in range(1, 5)))
     out = cli("retrain", "--tasks", str(tasks), "--once", "--practice", "0", "--min-rows", "1",
-              "--every-episodes", "4", "--samples", "2",
+              "--every-episodes", "4", "--samples", "2", "--guard", str(products),
               "--eval-tasks", "2", "--turns", "1", "--max-new-tokens", "4", "--max-steps", "1", "--format", "json")
     rounds, report = (json.loads(line) for line in out.strip().splitlines()[-2:])
     assert [(r["round"], r["role"]) for r in rounds] == [(1, "actor"), (1, "critic")]
     assert all(r["status"] in ("promoted", "rejected") and r["rows"] > 0 for r in rounds), rounds
     assert {r["candidate"] for r in rounds} == {"actor@v1", "critic@v1"}
     assert [m["metric"] for m in report] == ["pass@turn-1", "pass@final-turn", "majority@N", "refinement_gain",
-                                             "critic_balanced_accuracy", "critic_unparsed_rate"]
-    assert all(set(m) == {"metric", "before", "round 1"} and m["before"]["n"] == 2 for m in report), report
+                                             "critic_balanced_accuracy", "critic_unparsed_rate"] * 2
+    assert [m["set"] for m in report] == ["heldout"] * 6 + ["products.jsonl"] * 6
+    assert all(set(m) == {"metric", "set", "family", "before", "round 1"} and m["before"]["n"] == 2
+               and m["family"] is None for m in report), report  # files of one family: no family rows
+    guarded = open_store(f"sqlite:///{env / 'loop.db'}")
+    with guarded.connect() as conn:
+        gates = conn.execute(select(Evaluation.metrics)).scalars().all()
+    guarded.dispose()
+    assert [set(g["guards"]) for g in gates] == [{"products.jsonl"}] * 2
     curve = matplotlib.image.imread(env / "loop-learning-curve.png")  # beside the store
     assert curve[..., :3].std() > 0.05
 
@@ -317,3 +328,34 @@ def test_retrain_practice_gives_the_actor_solo_attempts_before_the_full_episodes
     full = [e for e in episodes if e not in solo]
     assert len(full) == 4 and all(t["backend"] == "inprocess" for e in full for t in turns[e.id])
     assert not {e.task_id for e in solo} & {e.task_id for e in full}  # fresh tasks for each phase
+
+
+def test_retrain_refuses_held_out_sets_that_share_a_wording_with_training_before_playing(env):
+    """A guard file whose rows were written from a template the training file uses too: its
+    figure would not be template-held-out. Refused, naming the template, before any run."""
+    def rows(path, template, offset):
+        path.write_text("".join(json.dumps({"question": f"What is {a} + {offset}?", "answer": f"#### {a + offset}",
+                                            "template": template, "family": "add"}) + "\n" for a in range(4)))
+        return path
+    tasks = rows(env / "train.jsonl", "what-is-sum", 5)
+    guard = rows(env / "guard.jsonl", "what-is-sum", 7)
+    result = runner.invoke(app, ["retrain", "--tasks", str(tasks), "--guard", str(guard), "--once", "--practice", "0",
+                                 "--turns", "1"])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert re.search(r"evaluation set guard.jsonl: template 'what-is-sum' \(task guard.jsonl:\d\) is in the training "
+                     r"tasks too; .* drop those rows", message), message
+    assert not (env / "loop.db").exists() or _runs(env) == 0
+    rows(guard, "what-is-difference", 7)  # another wording: accepted (and the same file is its own held-out set)
+    ok = runner.invoke(app, ["retrain", "--tasks", str(tasks), "--guard", str(guard), "--once", "--practice", "0",
+                             "--turns", "1", "--every-episodes", "2", "--eval-tasks", "1", "--max-new-tokens", "2",
+                             "--min-rows", "1000", "--no-report"])
+    assert ok.exit_code == 0, ok.output
+
+
+def _runs(env) -> int:
+    engine = open_store(f"sqlite:///{env / 'loop.db'}")
+    with engine.connect() as conn:
+        count = conn.scalar(select(func.count()).select_from(Run))
+    engine.dispose()
+    return count

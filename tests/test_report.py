@@ -79,8 +79,10 @@ def test_report_draws_each_series_and_writes_one_page(store_url, tmp_path, monke
     assert result.exit_code == 0, result.output
     page = (out / "index.html").read_text()
     pngs = re.findall(r'<img src="([^"]+)"', page)
-    assert pngs == ["series-1.png"]
-    _assert_real_png(out / pngs[0])
+    assert pngs == ["series-1.png", "series-1-families.png"]  # the generator's tasks are of several families
+    for png in pngs:
+        _assert_real_png(out / png)
+    assert "math-reflection: 12 heldout tasks, 2 turns" in page  # the set named in the title
     for res in results:  # every figure of both policy sets, with its interval
         assert res.run_id in page
         assert json.dumps(res.label)[1:-1] in page

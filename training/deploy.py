@@ -3,8 +3,10 @@
 Both versions play the same held-out tasks with the same seeds and greedy decoding, every
 other seat unchanged, and are compared paired by task on the role's gate metric (the game's
 ``GameSpec.gate_metrics``): the candidate is promoted when the mean difference (candidate minus active) is at least
--margin, and the decision comes with one sentence that says why (the difference, its paired
-95% interval, the tasks each did better on, McNemar's exact p and n). Promotion hot-loads the adapter into
+-margin on the deciding set, and no family of tasks got worse beyond noise there or in a guard
+set (``evaluation.families``: other wordings, other levels, a user's file). The decision comes
+with one sentence that says why (the difference, its paired 95% interval, the tasks each did
+better on, McNemar's exact p and n; a refused family by name). Promotion hot-loads the adapter into
 the live backend through the deploy interface (``Backend.load_adapter`` by its immutable
 ``role@vN`` name), and ``LivePolicies`` switches new episodes to it while episodes already
 running finish on the version they started with.
@@ -12,13 +14,14 @@ running finish on the version they started with.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Engine
 
 from evaluation.evaluator import EvaluationResult, Evaluator
+from evaluation.families import FamilyFinding, paired_by_family, regressions
 from evaluation.stats import Estimate, PairedComparison, paired
 from graphs.game import GameContractError, GateMetric
 from graphs.policies.base import Backend
@@ -63,6 +66,12 @@ class GateResult:
     """candidate minus baseline on the tasks both played (None when either has no figure)"""
     candidate_eval: EvaluationResult
     baseline_eval: EvaluationResult
+    guard_evals: dict[str, tuple[EvaluationResult, EvaluationResult]] = field(default_factory=dict)
+    """guard set name -> (candidate's, baseline's) evaluations"""
+    families: dict[str, dict[str, PairedComparison]] = field(default_factory=dict)
+    """set name (the deciding set first) -> family -> candidate minus baseline on the gate metric"""
+    regressions: tuple[FamilyFinding, ...] = ()
+    """the families worse beyond noise (any refuses the candidate)"""
 
     @property
     def candidate_value(self) -> float | None:
@@ -82,6 +91,13 @@ class GateResult:
             "candidate_run": self.candidate_eval.run_id, "baseline_run": self.baseline_eval.run_id,
             "candidate_metrics": {k: e.to_dict() for k, e in self.candidate_eval.metrics.items()},
             "baseline_metrics": {k: e.to_dict() for k, e in self.baseline_eval.metrics.items()},
+            "guards": {name: {"candidate_run": cand.run_id, "baseline_run": base.run_id,
+                              "candidate_metrics": {k: e.to_dict() for k, e in cand.metrics.items()},
+                              "baseline_metrics": {k: e.to_dict() for k, e in base.metrics.items()}}
+                       for name, (cand, base) in self.guard_evals.items()},
+            "families": {name: {family: c.to_dict() for family, c in found.items()}
+                         for name, found in self.families.items()},
+            "regressions": [finding.describe() for finding in self.regressions],
         }
 
 
@@ -107,6 +123,20 @@ def _no_figure(gate: GateMetric, evaluation: EvaluationResult) -> str:
     return gate.needs
 
 
+def guard(gate: GateMetric, sets: Mapping[str, tuple[Evaluator, EvaluationResult, EvaluationResult]],
+          ) -> tuple[dict[str, dict[str, PairedComparison]], tuple[FamilyFinding, ...]]:
+    """Each set's families compared on the gate metric (set name -> (evaluator, candidate's,
+    baseline's evaluation)), and the families worse beyond noise."""
+    compared, worse = {}, []
+    for name, (evaluator, cand, base) in sets.items():
+        cand_tasks, base_tasks = cand.per_task.get(gate.name), base.per_task.get(gate.name)
+        if not cand_tasks or not base_tasks:
+            continue
+        compared[name] = paired_by_family(cand_tasks, base_tasks, evaluator.tasks)
+        worse += regressions(name, cand_tasks, base_tasks, evaluator.tasks)
+    return compared, tuple(worse)
+
+
 async def gate_and_deploy(
     engine: Engine,
     candidate: AdapterRecord,
@@ -115,9 +145,11 @@ async def gate_and_deploy(
     evaluate: Evaluator,
     *,
     margin: float = 0.0,
+    guards: Sequence[Evaluator] = (),
 ) -> GateResult:
     """Evaluate ``candidate`` against the role's active version on the same tasks and compare
-    them paired by task; promote and hot-load it, or reject it, recording why either way."""
+    them paired by task; promote and hot-load it, or reject it, recording why either way.
+    ``guards``: more task sets both play, where no family may get worse beyond noise."""
     role = candidate.role
     try:
         gate = evaluate.game.gate_metric(role)
@@ -125,6 +157,9 @@ async def gate_and_deploy(
         raise GateError(str(exc)) from exc
     if role not in live():
         raise GateError(f"role {role!r} has no seat in game {evaluate.game.name!r}")
+    names = [evaluate.name, *(e.name for e in guards)]
+    if len(set(names)) < len(names):
+        raise GateError(f"the gate's task sets need distinct names, got {names}")
     verify_folder(candidate.path, base_model=candidate.base_model, status=candidate.status)
     active = active_version(engine, role)
     if candidate.name not in backend.adapters():
@@ -141,13 +176,27 @@ async def gate_and_deploy(
     base_eval = await evaluate(with_adapter(active.name if active else None),
                                label=f"gate baseline for {candidate.name}")
     cand_eval = await evaluate(with_adapter(candidate.name), label=f"gate candidate {candidate.name}")
+    guard_evals = {}
+    for extra in guards:
+        guard_base = await extra(with_adapter(active.name if active else None),
+                                 label=f"gate baseline for {candidate.name}, {extra.name}")
+        guard_evals[extra.name] = (
+            await extra(with_adapter(candidate.name), label=f"gate candidate {candidate.name}, {extra.name}"),
+            guard_base)
     promoted, reason, comparison = decide(candidate.name, baseline, gate, margin, cand_eval, base_eval)
+    families, worse = guard(gate, {evaluate.name: (evaluate, cand_eval, base_eval),
+                                   **{e.name: (e, *guard_evals[e.name]) for e in guards}})
+    if promoted and worse:
+        promoted = False
+        reason = (f"rejected {candidate.name} against {baseline}: {gate.name} "
+                  f"{comparison.difference.signed() if comparison else '-'} overall, but worse beyond noise on "
+                  + "; ".join(finding.describe() for finding in worse))
     result = GateResult(role, candidate.name, baseline, gate.name, margin, promoted, reason, comparison,
-                        cand_eval, base_eval)
+                        cand_eval, base_eval, guard_evals, families, worse)
     with engine.begin() as conn:
         conn.execute(Evaluation.__table__.insert().values(
             adapter_version_id=candidate.id, baseline_version_id=active.id if active else None,
-            game=evaluate.game.name, split="heldout", n_tasks=len(evaluate.tasks), seed=evaluate.seed,
+            game=evaluate.game.name, split=evaluate.name, n_tasks=len(evaluate.tasks), seed=evaluate.seed,
             metrics=result.figures(),
         ))
     if result.promoted:

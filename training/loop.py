@@ -12,7 +12,7 @@ the OOM killer, fails its role's step and nothing else.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -77,8 +77,7 @@ class RetrainConfig:
     chooses by ``default_judge_rows`` when neither its options nor its config file name them."""
     judge_max_rows: int = 70
     """judge_rows truth: the most rows a round trains the judge seat on (a seeded, balanced choice;
-    the rest of the round's answers are not read again). 70: what the measured three-round runs
-    used (128 in one round gave a critic its gate rejected)."""
+    the rest of the round's answers are not read again)."""
     refinements: bool = False
     """sft rows of the game's refining seat (``GameSpec.refinements``, math-reflection's actor) also
     teach its refinement turn: a fix and a keep for each task its first answers got both right and
@@ -152,10 +151,12 @@ async def retrain_round(
     say: Callable[[str], None] = lambda message: None,
     progress: PhaseProgress = lambda phase, done, total: None,
     draws: Callable[[LivePolicies, int, int], Awaitable[Any]] | None = None,
+    guards: Sequence[Evaluator] = (),
 ) -> RoundOutcome:
     """One round. ``draws``: for pool and schedule seats (``app.seat_draws.RoundDraws``), what
     the round's training episodes play, from the live policies, the round and its first
-    episode's seed; practice and evaluations play ``live`` alone."""
+    episode's seed; practice and evaluations play ``live`` alone. ``evaluate`` is the gates'
+    deciding task set, ``guards`` the sets where no family may get worse (``gate_and_deploy``)."""
     started = time.perf_counter()
     run = RunRecord.new(game.name, {"purpose": f"retrain round {round_index}", "config": asdict(config)}, seed)
     run_id = run.id
@@ -171,7 +172,7 @@ async def retrain_round(
             recorder.flush()  # the dataset builds below read these episodes from the store
             outcomes = []
             for role in config.roles:  # a role's failure is its outcome; only an interrupt gets out
-                outcome = await _train_and_gate(engine, game, backend, live, evaluate, config, role,
+                outcome = await _train_and_gate(engine, game, backend, live, evaluate, config, role, guards=guards,
                                                 base_model=base_model, device=device, data_dir=data_dir,
                                                 cache_dir=cache_dir, seed=seed, say=say,
                                                 progress=lambda step, total, role=role: progress(
@@ -265,10 +266,8 @@ def _fresh_tasks(engine: Engine, game: GameSpec, source: str, wanted: int, seed:
 
 def default_judge_rows(game: GameSpec, trainer: str) -> JudgeRows:
     """The judge seat's rows when neither the command line nor a config file names them: truth
-    for sft on a game that declares truth verdicts (its own right verdicts are too few to train
-    it at all: 11 in a main job). With the critic reading the checker's notes, one round of truth
-    rows took the main job's pair on the dev set from a refinement gain of +0.5% to +5.0% (n=200,
-    no right answer broken), for about 4.5 more minutes on a CPU with native bfloat16."""
+    for sft on a game that declares truth verdicts (a round's own right verdicts are usually too
+    few to train it at all); the choice and its cost are measured in docs/results/."""
     if trainer == "sft" and game.truth_verdicts is not None:
         return "truth"
     return "own"
@@ -299,7 +298,7 @@ def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions 
 
 async def _train_and_gate(
     engine, game, backend, live, evaluate: Evaluator, config: RetrainConfig, role: str, *, base_model, device,
-    data_dir, cache_dir, seed, say, progress: Callable[[int, int], None],
+    data_dir, cache_dir, seed, say, progress: Callable[[int, int], None], guards: Sequence[Evaluator] = (),
 ) -> RoleOutcome:
     outcome = RoleOutcome(role, "failed")
     try:
@@ -323,8 +322,10 @@ async def _train_and_gate(
                                parent=active_version(engine, role), dataset_snapshot_id=snapshot.id,
                                progress=progress, isolated=True)
         outcome.candidate = job.adapter.name
-        say(f"gating {job.adapter.name} on {len(evaluate.tasks)} held-out tasks")
-        gate = await gate_and_deploy(engine, job.adapter, backend, live, evaluate, margin=config.margin)
+        sets = " and ".join(f"{len(e.tasks)} {e.name} tasks" for e in (evaluate, *guards))
+        say(f"gating {job.adapter.name} on {sets}")
+        gate = await gate_and_deploy(engine, job.adapter, backend, live, evaluate, margin=config.margin,
+                                     guards=guards)
         outcome.gate = gate.figures()
         outcome.status = "promoted" if gate.promoted else "rejected"
         outcome.detail = gate.reason

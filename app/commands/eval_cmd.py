@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from app.settings import Settings
     from evaluation.evaluator import EvaluationResult
     from evaluation.stats import Estimate, PairedComparison
+    from graphs.tasks.base import Task
 
 
 @with_game_options(turns=2)
@@ -45,11 +46,20 @@ def evaluate(
                      show_default=False),
     ] = None,
     split: Annotated[
-        str, typer.Option(help="heldout or train: the generator's split, or the label of a task file's tasks.")
-    ] = "heldout",
+        str | None, typer.Option(
+            help="Play this split only: the generator's train, heldout, dev or unseen, or the label of a task "
+                 "file's tasks (default: the source's evaluation splits; the generator: unseen, then heldout).",
+            show_default=False)
+    ] = None,
     n: Annotated[
-        int, typer.Option("--n-tasks", "-n", min=1, help="Tasks to play (a file: its first N, shuffled).")
+        int, typer.Option("--n-tasks", "-n", min=1, help="Tasks of each set (a file: its first N, shuffled).")
     ] = 200,
+    guard: Annotated[list[str] | None, typer.Option(
+        "--guard", help="A further task source to play as a set of its own, repeatable (e.g. 'arithmetic:3-4' or "
+                        "gsm8k_test.jsonl).", show_default=False)] = None,
+    family: Annotated[list[str] | None, typer.Option(
+        "--family", help="Of each set's -n tasks, play only this family's, repeatable (the generator's: add, sub, "
+                         "mul, div, compare, add-sub, mul-add...).", show_default=False)] = None,
     game_options: GameOptionValues = NONE_GIVEN,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
     concurrency: ConcurrencyOption = 256,
@@ -57,9 +67,13 @@ def evaluate(
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
-    """Play a policy set greedily on a task set and print every metric with its 95% interval.
+    """Play a policy set greedily on task sets and print every metric with its 95% interval.
 
-    The evaluation is logged as a run of its own. Its figures are remembered under the exact
+    The sets are the task source's evaluation splits (the arithmetic generator: problems in
+    wordings no training episode has seen, then held-out problems in the training wordings), and
+    any --guard sources; each set also gets the first metric by task family (operation and
+    number of steps), so a family that falls is seen even when the total rises. Each set's
+    evaluation is logged as a run of its own. Its figures are remembered under the exact
     policies (adapter versions, decoding), tasks, seed and game options: asking again reuses
     the stored run instead of playing it again. With --against, a second policy set plays
     the same tasks and each metric gets the paired difference (first set minus the --against
@@ -69,9 +83,11 @@ def evaluate(
 
     * `sparring eval --seat actor=model:actor@v2 -n 200`
     * `sparring eval --seat actor=model:actor@v2 --against actor=model:base`
+    * `sparring eval --seat actor=model:actor@v2 --split unseen --family mul --family div`
     * `sparring eval --tasks examples/gsm8k_sample.jsonl -n 20 --seat critic=model:critic@v1`
     * `sparring eval --seat actor=scripted:calculator --seat critic=scripted:always-incorrect --turns 1`
     """
+    from evaluation.task_sets import evaluation_sets, only_families
     from graphs.games import UnknownGameError, get_game
     from graphs.tasks.base import TaskSourceError
 
@@ -82,23 +98,27 @@ def evaluate(
         first = parse_seat_specs(spec, seat or [], options=options)
         second = _against(spec, against, first, options) if against else None
         tasks = tasks or spec.tasks.default
-        task_list = spec.tasks.load(tasks, n=n, seed=settings.seed, split=split)
+        task_sets = evaluation_sets(spec, tasks, n, settings.seed, guard or (),
+                                    splits=None if split is None else (split,))
+        if family:
+            task_sets = only_families(task_sets, family)
     except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
         fail(str(exc))
-    if not task_list:
-        fail(f"task source {tasks!r} gave no tasks; give a file with rows or another source")
-    if len({t.id for t in task_list}) < len(task_list):
-        fail(f"task source {tasks!r} has repeated task ids; a paired comparison needs one episode per task")
     engine = store_or_exit(settings)
     clean_up_stale_work(engine)
-    sets = [first] if second is None else [first, second]
-    _check_adapters(engine, settings, sets)  # before anything is played or logged
-    results = _play(engine, settings, spec, task_list, options, sets, max_new_tokens, concurrency)
-    title = f"{spec.name}: {len(task_list)} {split} tasks, greedy, seed {settings.seed}"
-    if len(results) == 1:
-        _print_one(results[0], first, fmt, title)
-    else:
-        _print_paired(results[0], results[1], first, second, fmt, title)
+    policy_sets = [first] if second is None else [first, second]
+    _check_adapters(engine, settings, policy_sets)  # before anything is played or logged
+    results = _play(engine, settings, spec, task_sets, options, policy_sets, max_new_tokens, concurrency)
+    records: list[dict[str, Any]] = []
+    for name, task_list in task_sets.items():
+        title = f"{spec.name}: {len(task_list)} {_set_title(name)} tasks, greedy, seed {settings.seed}"
+        found = results[name]
+        if len(found) == 1:
+            records += _print_one(found[0], first, fmt, title, name, task_list)
+        else:
+            records += _print_paired(found[0], found[1], first, second, fmt, title, name, task_list)
+    if fmt != Format.table:
+        emit(records, fmt)
 
 
 def _against(game, specs: list[str], first: dict[str, str], options) -> dict[str, str]:
@@ -130,44 +150,51 @@ def _check_adapters(engine: Engine, settings: Settings, sets: list[dict[str, str
                 fail(f"--seat {seat}={spec}: the store cannot serve it: {exc}")
 
 
-def _play(engine: Engine, settings: Settings, game, task_list, options, sets: list[dict[str, str]],
-          max_new_tokens: int, concurrency: int) -> list[EvaluationResult]:
+def _play(engine: Engine, settings: Settings, game, task_sets: dict[str, list[Task]], options,
+          sets: list[dict[str, str]], max_new_tokens: int, concurrency: int) -> dict[str, list[EvaluationResult]]:
+    """Each task set's evaluations, one per policy set, in order."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from app.commands.retrain import PhaseBars
     from app.interrupts import exit_when_stopped, run_interruptible
     from app.wiring import PolicyFactory
-    from evaluation.evaluator import Evaluator
+    from evaluation.task_sets import evaluators
     from graphs.policies.base import SamplingParams
 
     factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True)
 
-    async def main() -> list[EvaluationResult]:
+    async def main() -> dict[str, list[EvaluationResult]]:
         try:
             with err.status("loading models…"):
                 try:
                     policy_sets = [await factory.policies(specs) for specs in sets]
                 except Exception as exc:  # nothing is logged yet: say what cannot be served
                     fail(f"could not set up the policies: {exc}")
-            evaluator = Evaluator(engine, game, task_list, settings.seed, options, concurrency,
-                                  say=lambda message: progress.console.print(f"[dim]{message}[/]"),
-                                  progress=PhaseBars(progress))
+            made = evaluators(engine, game, task_sets, settings.seed, options, concurrency,
+                              say=lambda message: progress.console.print(f"[dim]{message}[/]"),
+                              progress=PhaseBars(progress))
             with progress:
-                return [await evaluator(policies, label=_label(specs))
-                        for policies, specs in zip(policy_sets, sets, strict=True)]
+                return {e.name: [await e(policies, label=f"{_label(specs)} ({e.name})")
+                                 for policies, specs in zip(policy_sets, sets, strict=True)] for e in made}
         finally:
             await factory.aclose()
 
     with exit_when_stopped("interrupted: the unfinished evaluation run is marked interrupted and will not be reused"):
         results = run_interruptible(main())
-    for result in results:
+    for result in (r for found in results.values() for r in found):
         if result.failed:
             err.print(f"[yellow]{result.failed} of {result.episodes} episode(s) failed[/] in run {result.run_id[:12]}; "
                       f"the figures count the others (see `sparring episodes list --run {result.run_id} "
                       "--status failed`); this run will not be reused")
     return results
+
+
+def _set_title(name: str) -> str:
+    from graphs.tasks import SPLIT_TITLES
+
+    return SPLIT_TITLES.get(name, name)
 
 
 def _label(specs: dict[str, str]) -> str:
@@ -186,14 +213,26 @@ def _interval(estimate: Estimate, signed: bool = False) -> str:
     return f"[{_percent(estimate.low, signed).rstrip('%')}, {_percent(estimate.high, signed).rstrip('%')}]"
 
 
-def _print_one(result: EvaluationResult, specs: dict[str, str], fmt: Format, title: str) -> None:
+def _print_one(result: EvaluationResult, specs: dict[str, str], fmt: Format, title: str, name: str,
+               tasks: list[Task]) -> list[dict[str, Any]]:
+    """Print one set's figures as tables; return its json records (every metric, then the first
+    by family when the set has several)."""
+    from evaluation.families import by_family
+
+    first = next(iter(result.metrics), None)
+    families = by_family(result.per_task.get(first, {}), tasks) if first else {}
+    families = families if len(families) > 1 else {}
     if fmt != Format.table:
-        emit([{"metric": name, **e.to_dict(), "run_id": result.run_id, "reused": result.reused}
-              for name, e in result.metrics.items()], fmt)
-        return
-    rows = [{"metric": name, "value": _percent(e.value), "95% interval": _interval(e), "n": e.n}
-            for name, e in result.metrics.items()]
+        common = {"set": name, "run_id": result.run_id, "reused": result.reused}
+        return ([{"metric": metric, "family": None, **e.to_dict(), **common} for metric, e in result.metrics.items()]
+                + [{"metric": first, "family": family, **e.to_dict(), **common} for family, e in families.items()])
+    rows = [{"metric": metric, "value": _percent(e.value), "95% interval": _interval(e), "n": e.n}
+            for metric, e in result.metrics.items()]
     emit(rows, fmt, title=title, caption=_caption(result, specs), console=out)
+    if families:
+        emit([{"family": family, "value": _percent(e.value), "95% interval": _interval(e), "n": e.n}
+              for family, e in families.items()], fmt, title=f"{first} by task family ({name})", console=out)
+    return []
 
 
 def _caption(result: EvaluationResult, specs: dict[str, str]) -> str:
@@ -202,31 +241,61 @@ def _caption(result: EvaluationResult, specs: dict[str, str]) -> str:
 
 
 def _print_paired(result: EvaluationResult, baseline: EvaluationResult, specs: dict[str, str],
-                  against: dict[str, str], fmt: Format, title: str) -> None:
+                  against: dict[str, str], fmt: Format, title: str, name: str,
+                  tasks: list[Task]) -> list[dict[str, Any]]:
+    """Print one set's paired comparison as tables; return its json records (every metric, then
+    the first by family when the set has several)."""
+    from evaluation.families import paired_by_family
     from evaluation.stats import paired
 
     comparisons: dict[str, PairedComparison | None] = {
-        name: paired(result.per_task[name], baseline.per_task[name])
-        if result.per_task.get(name) and baseline.per_task.get(name) and
-        set(result.per_task[name]) & set(baseline.per_task[name]) else None
-        for name in result.metrics
+        metric: paired(result.per_task[metric], baseline.per_task[metric])
+        if result.per_task.get(metric) and baseline.per_task.get(metric) and
+        set(result.per_task[metric]) & set(baseline.per_task[metric]) else None
+        for metric in result.metrics
     }
+    first = next(iter(result.metrics), None)
+    families = paired_by_family(result.per_task.get(first, {}), baseline.per_task.get(first, {}), tasks) \
+        if first else {}
+    families = families if len(families) > 1 else {}
     if fmt != Format.table:
-        emit([_paired_record(name, result, baseline, comparisons[name]) for name in result.metrics], fmt)
-        return
+        return ([{**_paired_record(metric, result, baseline, comparisons[metric]), "set": name, "family": None}
+                 for metric in result.metrics]
+                + [{**_family_record(first, c), "set": name, "family": family,
+                    "run_id": result.run_id, "against_run_id": baseline.run_id} for family, c in families.items()])
     rows = []
-    for name, estimate in result.metrics.items():
-        other, comparison = baseline.metrics.get(name), comparisons[name]
+    for metric, estimate in result.metrics.items():
+        other, comparison = baseline.metrics.get(metric), comparisons[metric]
         rows.append({
-            "metric": name, "value": _percent(estimate.value), "against": _percent(other.value if other else None),
-            "diff (pts) [95%]": "-" if comparison is None else
-            f"{_percent(comparison.difference.value, True)} {_interval(comparison.difference, True)}",
-            "p": None if comparison is None else comparison.p_text(2),
+            "metric": metric, "value": _percent(estimate.value),
+            "against": _percent(other.value if other else None), **_diff_cells(comparison),
         })
     changed = {s: p for s, p in specs.items() if against.get(s) != p}
     caption = (f"{_caption(result, changed)} against {_caption(baseline, {s: against[s] for s in changed})}; "
                "diff = value - against, paired by task")
     emit(rows, fmt, title=title, caption=caption, console=out)
+    if families:
+        from evaluation.families import worse_beyond_noise
+
+        emit([{"family": family, "value": _percent(c.candidate.value), "against": _percent(c.baseline.value),
+               **_diff_cells(c), "n": c.difference.n, "worse": "beyond noise" if worse_beyond_noise(c) else ""}
+              for family, c in families.items()], fmt, title=f"{first} by task family ({name})", console=out,
+             caption="worse beyond noise: the paired interval lies below 0 and p < 0.05")
+    return []
+
+
+def _diff_cells(comparison: PairedComparison | None) -> dict[str, Any]:
+    return {
+        "diff (pts) [95%]": "-" if comparison is None else
+        f"{_percent(comparison.difference.value, True)} {_interval(comparison.difference, True)}",
+        "p": None if comparison is None else comparison.p_text(2),
+    }
+
+
+def _family_record(metric: str, comparison: PairedComparison) -> dict[str, Any]:
+    return {"metric": metric, "value": comparison.candidate.to_dict(), "against": comparison.baseline.to_dict(),
+            "difference": comparison.difference.to_dict(), "better": comparison.better,
+            "worse": comparison.worse, "p_value": comparison.p_value}
 
 
 def _paired_record(name: str, result: EvaluationResult, baseline: EvaluationResult,
@@ -240,4 +309,3 @@ def _paired_record(name: str, result: EvaluationResult, baseline: EvaluationResu
         "p_value": comparison.p_value if comparison else None,
         "run_id": result.run_id, "against_run_id": baseline.run_id,
     }
-

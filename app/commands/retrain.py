@@ -32,9 +32,12 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from app.settings import Settings
-    from evaluation.stats import Estimate
+    from evaluation.evaluator import EvaluationResult
+    from graphs.tasks.base import Task
     from training.config_file import RetrainFile
 
+TRAINING_SAMPLE = 2000
+"""Training tasks whose templates are checked against the evaluation sets' before a run (a file: all)."""
 LEARNING_CURVE = "learning-curve.png"
 """beside the store: next to a SQLite file (store.db -> store-learning-curve.png), else in the data directory"""
 
@@ -77,12 +80,18 @@ def retrain(
         min=1, help="Practice attempts per task (2: tasks answered both right and wrong, the refinement rows' "
                     "material; 1: every right answer is a distinct problem).")] = 2,
     practice_tasks: Annotated[str | None, typer.Option(
-        help="Task source of practice (default: --tasks; for the arithmetic generator its level 1, where the "
-             "bundled model answers about 1 in 5 right at 0.3: right answers to learn from).")] = None,
-    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each gate plays.")] = 200,
+        help="Task source of practice (default: --tasks; for the arithmetic generator its level 1, one "
+             "operation of each kind, where a small model gets enough right to learn from).")] = None,
+    eval_tasks: Annotated[int, typer.Option(
+        min=1, help="Tasks of each evaluation set a gate plays (the arithmetic generator: its unseen wordings, "
+                    "the deciding set, and held-out problems in the training wordings).")] = 200,
     report_tasks: Annotated[
-        int | None, typer.Option(min=1, help="Held-out tasks of the before/after report (default: the gate's).")
+        int | None, typer.Option(min=1, help="Tasks of each set of the before/after report (default: the gate's).")
     ] = None,
+    guard: Annotated[list[str] | None, typer.Option(
+        "--guard", help="A further task source every gate and the report play (e.g. 'arithmetic:3-4' or "
+                        "gsm8k_test.jsonl), repeatable: a candidate worse beyond noise on any family of any "
+                        "set is refused.", show_default=False)] = None,
     margin: Annotated[float, typer.Option(min=0.0, help="Gate tolerance against the active version.")] = 0.0,
     min_rows: Annotated[int, typer.Option(
         min=1, help="A role with fewer new rows is not trained this round (the rows wait for the next).")] = 16,
@@ -105,14 +114,15 @@ def retrain(
     game_options: GameOptionValues = NONE_GIVEN,
     temperature: Annotated[
         float,
-        typer.Option(min=0.0, help="Temperature of training episodes (bundled model: 9.4% right at 0.3, 2% at 0.7)."),
+        typer.Option(min=0.0, help="Temperature of training episodes (lower: more right answers to learn from, "
+                                   "fewer distinct ones)."),
     ] = 0.3,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
     concurrency: ConcurrencyOption = 256,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
     learning_rate: Annotated[float | None, typer.Option(help="Trainer learning rate (default: the trainer's).")] = None,
     epochs: Annotated[float | None, typer.Option(
-        help="Trainer epochs per round (2: what raised the bundled model's accuracy in a measured probe).")] = 2.0,
+        help="Trainer epochs per round.")] = 2.0,
     max_steps: Annotated[int | None, typer.Option(help="Trainer steps per round (overrides epochs).")] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Training time budget per role and round.")] = None,
     report: Annotated[bool, typer.Option(help="Evaluate before the first round and after each round.")] = True,
@@ -133,9 +143,11 @@ def retrain(
     rows, a crashed trainer, a rejected candidate) is recorded and the loop goes on with the
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: the
     actor first practises alone (--practice, two attempts a task), then full episodes are
-    played, and its rows also teach its refinement turn (--refinements); one round on the
-    bundled model took 17 to 18 minutes on 2 CPU cores with native bfloat16 (200 held-out
-    tasks per evaluation; CPUs without it play in float32, each step about 2.5x as long).
+    played, and its rows also teach its refinement turn (--refinements). Gates and the report
+    play each evaluation set of --tasks (the arithmetic generator: wordings training never sees,
+    which decide, and held-out problems in the training wordings) and any --guard set; a
+    candidate worse beyond noise on any task family of any set is refused. Measured runs of the
+    main job, with their machines and times: docs/results/.
 
     Examples:
 
@@ -143,10 +155,12 @@ def retrain(
       critic learns from the truth about the actor's answers, --judge-rows truth)
     * `sparring retrain --rounds 3`   (three rounds, gates and report on 200 held-out tasks)
     * `sparring retrain --eval-tasks 64 --practice 128`   (a quicker, noisier round)
+    * `sparring retrain --guard gsm8k_test.jsonl`   (the gates also refuse a candidate that got
+      worse on a family of GSM8K's problems; the report shows them too)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
     * `sparring retrain --judge-rows own`   (the critic learns from its own right verdicts rather
       than from the truth about at most --judge-max-rows 70 checked actor answers a round: a main
-      job usually has too few of them to train it, about 4.5 minutes less)
+      job usually has too few of them to train it; quicker)
     * `sparring retrain --practice-samples 1 --no-refinements`   (one attempt at each of 512
       problems, first answers only: quicker training, and no lesson for the refinement turn)
     * `sparring retrain --config retrain.yaml --rounds 3`, with retrain.yaml holding for instance
@@ -157,7 +171,7 @@ def retrain(
       report play debater_b's default policy, the base model)
     """
     from app.seat_draws import RoundDraws, check_draws, drawn_specs, evaluation_specs
-    from evaluation.evaluator import Evaluator
+    from evaluation.task_sets import check_held_out, evaluation_sets, evaluators
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
     from graphs.tasks.base import TaskSourceError
@@ -198,11 +212,14 @@ def retrain(
         for role in config.roles:
             spec.gate_metric(role)  # a role the game cannot train or gate is refused before anything runs
             sft_options(config, spec, role)  # as are rows the game cannot make (--judge-rows truth)
-        heldout = spec.tasks.load(tasks, n=eval_tasks, seed=settings.seed, split="heldout")
-        if config.practice and config.practice_tasks:  # a bad source fails before anything is played
-            spec.tasks.load(config.practice_tasks, n=1, seed=settings.seed, split="train")
-        reported = (spec.tasks.load(tasks, n=report_tasks, seed=settings.seed, split="heldout") if report_tasks
-                    else heldout)
+        gate_sets = evaluation_sets(spec, tasks, eval_tasks, settings.seed, guard or ())
+        # a bad practice source fails before anything is played, as does a wording both trained and held out
+        trained = spec.tasks.load(tasks, n=TRAINING_SAMPLE, seed=settings.seed, split="train")
+        if config.practice and config.practice_tasks:
+            trained += spec.tasks.load(config.practice_tasks, n=TRAINING_SAMPLE, seed=settings.seed, split="train")
+        check_held_out(trained, gate_sets)
+        report_sets = (evaluation_sets(spec, tasks, report_tasks, settings.seed, guard or ()) if report_tasks
+                       else gate_sets)
         seat_specs = parse_seat_specs(spec, seat or [], options=options)
     except (UnknownGameError, TaskSourceError, SeatSpecError, ValueError) as exc:
         fail(str(exc))
@@ -226,12 +243,16 @@ def retrain(
         try:
             with err.status("loading models…"):
                 live = LivePolicies(await factory.policies(evaluation_specs(spec, seat_specs)))
-            evaluate = Evaluator(engine, spec, heldout, settings.seed, options, concurrency, say=say, progress=bars)
-            # the same evaluator when the report plays the gate's tasks, so each figure is measured once
-            measure = evaluate if reported is heldout else Evaluator(
-                engine, spec, reported, settings.seed, options, concurrency, say=say, progress=bars,
-                replay=evaluate.replay)
-            figures: dict[str, dict[str, Any]] = {}
+            evaluate, *guards = evaluators(engine, spec, gate_sets, settings.seed, options, concurrency, say=say,
+                                           progress=bars)
+            # the same evaluators when the report plays the gate's tasks, so each figure is measured once
+            measure = [evaluate, *guards] if report_sets is gate_sets else evaluators(
+                engine, spec, report_sets, settings.seed, options, concurrency, say=say, progress=bars)
+
+            async def measured(label: str) -> dict[str, EvaluationResult]:
+                return {e.name: await e(live(), label=f"{label}: {e.name}") for e in measure}
+
+            figures: dict[str, dict[str, EvaluationResult]] = {}
             outcomes = []
             with progress:
                 judge = spec.truth_verdicts
@@ -239,17 +260,17 @@ def retrain(
                     say(f"{judge.judge_seat}'s rows: its reviews' verdicts from the ground truth, at most "
                         f"{config.judge_max_rows} a round (--judge-rows truth, the default)")
                 if report:
-                    figures["before"] = (await measure(live(), label="before: held-out evaluation")).metrics
+                    figures["before"] = await measured("before")
                 for index in range(1, total_rounds + 1):
                     outcomes.append(await retrain_round(
                         engine, spec, factory.model_backend(), live, evaluate, config,
                         round_index=index, base_model=settings.model, device=settings.device,
                         data_dir=settings.data_dir, cache_dir=settings.cache_dir, seed=settings.seed,
                         options=options, say=say, progress=bars,
-                        draws=RoundDraws(factory, engine, spec, drawn) if drawn else None,
+                        draws=RoundDraws(factory, engine, spec, drawn) if drawn else None, guards=guards,
                     ))
                     if report:
-                        figures[f"round {index}"] = (await measure(live(), label=f"after round {index}")).metrics
+                        figures[f"round {index}"] = await measured(f"after round {index}")
             return outcomes, figures
         finally:
             await factory.aclose()
@@ -263,8 +284,9 @@ def retrain(
     if figures:
         from graphs.options import describe
 
-        title = ", ".join([f"held-out {spec.name}: {len(reported)} tasks", "greedy", *describe(options)])
-        _print_learning(figures, spec.report_metrics, fmt, title,
+        sizes = ", ".join(f"{len(t)} {name}" for name, t in report_sets.items())
+        title = ", ".join([f"{spec.name}: {sizes} tasks", "greedy", *describe(options)])
+        _print_learning(figures, report_sets, spec.report_metrics, fmt, title,
                         figure_path(settings.database_url, settings.data_dir, LEARNING_CURVE))
 
 
@@ -331,22 +353,62 @@ def _print_rounds(outcomes: list[Any], fmt: Format) -> None:
          caption=caption, console=out)
 
 
-def _print_learning(figures: dict[str, dict[str, Estimate]], reported: Sequence[str], fmt: Format, title: str,
-                    png: Path) -> None:
-    """The before/after table (json: every stage) and the learning curve (every stage) beside the
-    store, of the game's ``reported`` metrics (empty: every metric measured)."""
+def _print_learning(figures: dict[str, dict[str, EvaluationResult]], sets: dict[str, list[Task]],
+                    reported: Sequence[str], fmt: Format, title: str, png: Path) -> None:
+    """The before/after tables and the learning curves beside the store: the game's ``reported``
+    metrics (empty: every metric measured) on each evaluation set, then the first of them by task
+    family, for sets of several families (json: every stage, each record a metric of one set,
+    ``family`` null for the whole set)."""
+    from evaluation.families import by_family
     from evaluation.plots import metric_panels
 
     stages = list(figures)
-    measured = list(dict.fromkeys(m for f in figures.values() for m in f))
+    results = {(stage, name): result for stage, found in figures.items() for name, result in found.items()}
+    measured = list(dict.fromkeys(m for r in results.values() for m in r.metrics))
     metrics = [m for m in reported if m in measured] if reported else measured
+    rows: list[dict[str, Any]] = []
+    for name in sets:
+        for metric in metrics:
+            rows.append({"metric": metric, "set": name, "family": None,
+                         **{s: results[s, name].metrics.get(metric) for s in stages}})
+    first = metrics[0] if metrics else None
+    family_rows: list[dict[str, Any]] = []
+    for name, tasks in sets.items():
+        per_stage = {s: by_family(results[s, name].per_task.get(first, {}), tasks) for s in stages}
+        found_families = list(dict.fromkeys(f for found in per_stage.values() for f in found))
+        for family in found_families if len(found_families) > 1 else []:  # a file of one kind: its total
+            family_rows.append({"metric": first, "set": name, "family": family,
+                                **{s: per_stage[s].get(family) for s in stages}})
+    shown = stages if len(stages) <= 2 else [stages[0], stages[-1]]
+    families_png = png.with_name(png.stem + "-families.png")
     if fmt != Format.table:
-        emit([{"metric": m, **{s: f[m].to_dict() if m in f else None for s, f in figures.items()}} for m in metrics],
-             fmt)
+        emit([{**r, **{s: r[s].to_dict() if r[s] else None for s in stages}} for r in rows + family_rows], fmt)
     else:
-        shown = stages if len(stages) <= 2 else [stages[0], stages[-1]]
-        emit([{"metric": m, **{s: figures[s][m].format() if m in figures[s] else None for s in shown}}
-              for m in metrics], fmt, columns=["metric", *shown], title=title, console=out,
-             caption=None if shown == stages else f"every round: {png}")
-    metric_panels(stages, {m: [f.get(m) for f in figures.values()] for m in metrics}, png, title)
-    err.print(f"learning curve (each metric per round, 95% intervals): {png}", highlight=False)
+        caption = None if shown == stages else f"every round: {png}"
+        emit([{"metric": r["metric"], "set": r["set"], **{s: r[s].format() if r[s] else None for s in shown}}
+              for r in rows], fmt, columns=["metric", "set", *shown], title=title, console=out, caption=caption)
+        if family_rows:
+            emit([{"set": r["set"], "family": r["family"], **{s: r[s].format() if r[s] else None for s in shown},
+                   **_family_change(results, shown, r, sets[r["set"]])} for r in family_rows], fmt,
+                 columns=["set", "family", *shown, "change"], title=f"{first} by task family", console=out,
+                 caption=f"change: {shown[-1]} minus {shown[0]}, paired by task (95% interval); "
+                         f"every round: {families_png}")
+    metric_panels(stages, {f"{r['metric']} ({r['set']})": [r[s] for s in stages] for r in rows}, png, title)
+    if family_rows:
+        metric_panels(stages, {f"{r['family']} ({r['set']})": [r[s] for s in stages] for r in family_rows},
+                      families_png, f"{first} by task family: {title}")
+    err.print(f"learning curves (each metric per round, 95% intervals): {png}"
+              + (f", by task family: {families_png}" if family_rows else ""), highlight=False)
+
+
+def _family_change(results: dict[tuple[str, str], EvaluationResult], shown: list[str], row: dict[str, Any],
+                   tasks: list[Task]) -> dict[str, str]:
+    """The family's paired change from the first shown stage to the last."""
+    from evaluation.families import paired_by_family
+
+    if len(shown) < 2:
+        return {}
+    metric, name, family = row["metric"], row["set"], row["family"]
+    before, after = results[shown[0], name], results[shown[-1], name]
+    compared = paired_by_family(after.per_task.get(metric, {}), before.per_task.get(metric, {}), tasks)
+    return {"change": compared[family].difference.signed(with_n=False)} if family in compared else {}

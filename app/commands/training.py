@@ -515,8 +515,13 @@ def deploy(
     game: Annotated[str, typer.Option(help="Game the versions are evaluated on.")] = "math-reflection",
     tasks: Annotated[str | None, typer.Option(help="Held-out task source (default: the game's own).",
                                               show_default=False)] = None,
-    eval_tasks: Annotated[int, typer.Option(min=1, help="Held-out tasks each version plays.")] = 64,
+    eval_tasks: Annotated[int, typer.Option(
+        min=1, help="Tasks of each evaluation set each version plays (the arithmetic generator: its unseen "
+                    "wordings, the deciding set, and held-out problems in the training wordings).")] = 64,
     margin: Annotated[float, typer.Option(min=0.0, help="How much worse than the active version is tolerated.")] = 0.0,
+    guard: Annotated[list[str] | None, typer.Option(
+        "--guard", help="A further task source both versions play, repeatable (e.g. gsm8k_test.jsonl): a family "
+                        "worse beyond noise there refuses the candidate.", show_default=False)] = None,
     game_options: GameOptionValues = NONE_GIVEN,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 160,
     concurrency: ConcurrencyOption = 256,
@@ -525,14 +530,16 @@ def deploy(
     fmt: FormatOption = Format.table,
 ) -> None:
     """Gate a candidate against the active version on held-out tasks (same seeds, greedy) and
-    promote it only if it is not worse by more than --margin; otherwise mark it rejected.
+    promote it only if it is not worse by more than --margin on the deciding set and no task
+    family got worse beyond noise on any set; otherwise mark it rejected.
 
     Examples:
 
     * `sparring deploy actor`
     * `sparring deploy critic --candidate critic@v4 --eval-tasks 200 --margin 0.01`
+    * `sparring deploy actor --guard gsm8k_test.jsonl`
     """
-    from evaluation.evaluator import Evaluator
+    from evaluation.task_sets import evaluation_sets, evaluators
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.adapter_folder import AdapterFolderError
     from graphs.policies.base import BackendError, SamplingParams
@@ -547,7 +554,7 @@ def deploy(
         spec = get_game(game)
         options = game_options.make(spec)
         seat_specs = parse_seat_specs(spec, seat or [], options=options)
-        heldout = spec.tasks.load(tasks or spec.tasks.default, n=eval_tasks, seed=settings.seed, split="heldout")
+        task_sets = evaluation_sets(spec, tasks or spec.tasks.default, eval_tasks, settings.seed, guard or ())
         chosen = get_version(engine, candidate) if candidate else newest_candidate(engine, role)
     except (UnknownGameError, SeatSpecError, TaskSourceError, RegistryError, ValueError) as exc:
         fail(str(exc))
@@ -560,10 +567,12 @@ def deploy(
 
     async def main():
         try:
-            with err.status(f"evaluating {chosen.name} against the active {role} on {len(heldout)} held-out tasks…"):
+            sizes = " and ".join(f"{len(t)} {name}" for name, t in task_sets.items())
+            with err.status(f"evaluating {chosen.name} against the active {role} on {sizes} tasks…"):
                 live = LivePolicies(await factory.policies(seat_specs))
-                evaluate = Evaluator(engine, spec, heldout, settings.seed, options, concurrency)
-                return await gate_and_deploy(engine, chosen, factory.model_backend(), live, evaluate, margin=margin)
+                evaluate, *guards = evaluators(engine, spec, task_sets, settings.seed, options, concurrency)
+                return await gate_and_deploy(engine, chosen, factory.model_backend(), live, evaluate, margin=margin,
+                                             guards=guards)
         finally:
             await factory.aclose()
 
