@@ -66,7 +66,8 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(
         Path("sparring-data"),
-        description="Where dataset snapshots (datasets/) and published adapters (adapters/) are written.",
+        description="Where the log (sparring.log) is written, and under stores/ each store's dataset snapshots "
+        "(datasets/) and published adapters (adapters/), apart for every store that shares the folder.",
     )
     seed: int = Field(0, description="Default seed for task selection and sampling.")
     max_batch_size: int = Field(
@@ -120,6 +121,14 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an HTTP URL; use for instance http://127.0.0.1:8000/v1")
         return value.rstrip("/")
+
+    @property
+    def store_dir(self) -> Path:
+        """This store's own folder under ``data_dir`` (``storage.engine.store_key``): its
+        dataset snapshots and adapter versions, which belong to it alone."""
+        from storage.engine import store_key
+
+        return self.data_dir / "stores" / store_key(self.database_url)
 
     @property
     def served_model(self) -> str:

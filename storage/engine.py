@@ -6,8 +6,10 @@ fix it, so that the CLI can print it as is.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -292,3 +294,20 @@ def driver_message(exc: BaseException) -> str:
 
 def _shown(url: URL) -> str:
     return url.render_as_string(hide_password=True)
+
+
+def store_key(url: str) -> str:
+    """A folder name that is this store's alone: its database's name and a digest of where it
+    lives (a SQLite file's absolute path; a server's backend, host, port and database, never its
+    user or password). Two stores that share a data directory keep their dataset snapshots and
+    adapter versions apart under it (``Settings.store_dir``), so that each store's ``actor@v1``
+    is its own. Raises DatabaseError for a URL that names no store."""
+    parsed = _parse_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        where = os.path.abspath(os.path.expanduser(parsed.database))
+        name = Path(where).stem
+    else:
+        where = f"{parsed.get_backend_name()}://{parsed.host or ''}:{parsed.port or ''}/{parsed.database}"
+        name = parsed.database
+    digest = hashlib.sha256(where.encode()).hexdigest()[:10]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)[:40]}-{digest}"

@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM
 
 from ctrl_c import default_sigint
 from model_logs import as_model_turns
-from storage.engine import open_store
+from storage.engine import open_store, store_key
 from storage.models import AdapterVersion, Episode, EpisodePayload, Reward, Run, TrainingJob, Turn
 from storage.orphans import INTERRUPTED_STAGE, ORPHAN_ERROR, process_exists
 from tiny_model import save_random_lora, save_tiny_model
@@ -428,7 +428,7 @@ def test_train_killed_while_publishing_leaves_whole_adapters_or_none(
     seen half done. A kill during training is test_faults' test_a_killed_train_leaves_its_rows_to_the_next_one."""
     url, env = _store_with_actor_rows(tiny_base, tmp_path, sums)
     train = ["train", "sft", "--role", "actor", "--max-steps", "2", "--batch-size", "2", "--format", "json"]
-    adapters = tmp_path / "data" / "adapters"
+    adapters = tmp_path / "data" / "stores" / store_key(url) / "adapters"
     engine = open_store(url)
     try:
         for attempt, moment in enumerate((_staged_copy, _new_version_folder)):
@@ -485,7 +485,7 @@ def _new_version_folder(adapters: Path, before: set[str]) -> bool:
 def test_deploy_killed_at_a_random_point_leaves_the_registry_whole(tiny_base: Path, tmp_path: Path, sums: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     env = _child_env(tmp_path, url, SPARRING_MODEL=str(tiny_base))
-    adapters = tmp_path / "data" / "adapters"
+    adapters = tmp_path / "data" / "adapters"  # where _publish_candidates puts them
     engine = open_store(url)
     _publish_candidates(engine, tiny_base, tmp_path, seeds=(1, 2))
     deploy = ["deploy", "actor", "--tasks", str(sums), "--eval-tasks", "8", "--turns", "1", "--max-new-tokens", "32",

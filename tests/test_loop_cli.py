@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from typer.testing import CliRunner
 
 from app.cli import app
-from storage.engine import open_store
+from storage.engine import open_store, store_key
 from storage.models import DatasetSnapshot, Episode, Evaluation, Run, TrainingJob
 from storage.queries import EpisodeFilter, iter_turns
 from ctrl_c import default_sigint
@@ -47,7 +47,7 @@ def cli(*args: str) -> str:
     return result.stdout
 
 
-def test_play_train_promote_play_rollback(env):
+def test_play_train_promote_play_rollback(env, monkeypatch):
     tasks = env / "sums.jsonl"
     tasks.write_text("".join(json.dumps({"question": f"What is {a} + {a + 3}?", "answer": f"#### {2 * a + 3}"}) + "\n"
                              for a in range(12)))
@@ -83,6 +83,17 @@ def test_play_train_promote_play_rollback(env):
     cli("adapters", "rollback", "actor")
     active = json.loads(cli("adapters", "list", "--status", "active", "--format", "json"))
     assert [a["name"] for a in active] == ["actor@v1"]
+
+    # another store sharing the data folder numbers its own versions, in a folder of its own
+    monkeypatch.setenv("SPARRING_DATABASE_URL", f"sqlite:///{env / 'other.db'}")
+    cli("play", "math-reflection", "-n", "12", "--turns", "1", "--tasks", str(tasks), "--split", "train",
+        "--format", "json", "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct")
+    as_model_turns(f"sqlite:///{env / 'other.db'}", "actor")
+    own = json.loads(cli("train", "sft", "--role", "actor", "--max-steps", "1", "--batch-size", "2",
+                         "--format", "json"))[0]
+    assert own["adapter"] == "actor@v1" and own["parent"] is None
+    folders = {p.parent.parent.name for p in (env / "data" / "stores").glob("*/adapters/actor@v1")}
+    assert folders == {store_key(f"sqlite:///{env / 'loop.db'}"), store_key(f"sqlite:///{env / 'other.db'}")}
 
 
 def test_train_errors_are_clear(env):

@@ -669,3 +669,20 @@ def test_unknown_episode_end_status_fails_in_the_caller(store: Engine) -> None:
         with pytest.raises(ValueError, match="'done' is not a valid EpisodeStatus"):
             recorder.episode_finished(episode_end(start.id, status="done"))
     assert get_episode(store, start.id)["status"] == "running"
+
+
+def test_two_stores_sharing_a_data_dir_keep_their_own_folders(tmp_path, monkeypatch):
+    """Each store's snapshots and adapter versions go under a folder of its own, named by where the
+    store lives (never by the user or password of its URL)."""
+    from app.settings import Settings
+    from storage.engine import store_key
+
+    monkeypatch.chdir(tmp_path)
+    one = Settings(database_url="sqlite:///a/store.db", data_dir=tmp_path / "data")
+    other = Settings(database_url="sqlite:///b/store.db", data_dir=tmp_path / "data")
+    assert one.store_dir != other.store_dir and one.store_dir.parent == tmp_path / "data" / "stores"
+    assert one.store_dir.name.startswith("store-")
+    assert store_key("sqlite:///a/store.db") == store_key(f"sqlite:///{tmp_path}/a/store.db")  # one file, one key
+    pg = store_key("postgresql+psycopg://me:secret@db.example:5432/runs")
+    assert pg == store_key("postgresql+psycopg://other@db.example:5432/runs") and "secret" not in pg
+    assert pg != store_key("postgresql+psycopg://me@db.example:5432/runs2") and pg.startswith("runs-")

@@ -144,7 +144,7 @@ async def retrain_round(
     round_index: int,
     base_model: str,
     device: str,
-    data_dir: Path,
+    store_dir: Path,
     cache_dir: Path,
     seed: int,
     options: GameOptions,
@@ -173,7 +173,7 @@ async def retrain_round(
             outcomes = []
             for role in config.roles:  # a role's failure is its outcome; only an interrupt gets out
                 outcome = await _train_and_gate(engine, game, backend, live, evaluate, config, role, guards=guards,
-                                                base_model=base_model, device=device, data_dir=data_dir,
+                                                base_model=base_model, device=device, store_dir=store_dir,
                                                 cache_dir=cache_dir, seed=seed, say=say,
                                                 progress=lambda step, total, role=role: progress(
                                                     f"round {round_index}: train {role}", step, total))
@@ -298,13 +298,13 @@ def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions 
 
 async def _train_and_gate(
     engine, game, backend, live, evaluate: Evaluator, config: RetrainConfig, role: str, *, base_model, device,
-    data_dir, cache_dir, seed, say, progress: Callable[[int, int], None], guards: Sequence[Evaluator] = (),
+    store_dir, cache_dir, seed, say, progress: Callable[[int, int], None], guards: Sequence[Evaluator] = (),
 ) -> RoleOutcome:
     outcome = RoleOutcome(role, "failed")
     try:
         options = sft_options(config, game, role)
         snapshot = build_snapshot(engine, config.trainer, role, game=game.name, base_model=base_model,
-                                  out_dir=data_dir / "datasets", since="latest", log_filter=LogFilter(split="train"),
+                                  out_dir=store_dir / "datasets", since="latest", log_filter=LogFilter(split="train"),
                                   options=options, seed=seed, for_training=True)
         outcome.snapshot_id, outcome.rows = snapshot.id, snapshot.row_count
         if snapshot.row_count < config.min_rows:
@@ -318,7 +318,7 @@ async def _train_and_gate(
         train_config = config_type(model=base_model, device=device, seed=seed, **config.train_options)
         say(f"training {role} ({config.trainer}) on {snapshot.row_count} rows")
         job = run_training_job(engine, kind=config.trainer, role=role, rows=rows, config=train_config,
-                               adapters_root=data_dir / "adapters", cache_dir=cache_dir,
+                               adapters_root=store_dir / "adapters", cache_dir=cache_dir,
                                parent=active_version(engine, role), dataset_snapshot_id=snapshot.id,
                                progress=progress, isolated=True)
         outcome.candidate = job.adapter.name

@@ -265,7 +265,7 @@ def retrain(
                     outcomes.append(await retrain_round(
                         engine, spec, factory.model_backend(), live, evaluate, config,
                         round_index=index, base_model=settings.model, device=settings.device,
-                        data_dir=settings.data_dir, cache_dir=settings.cache_dir, seed=settings.seed,
+                        store_dir=settings.store_dir, cache_dir=settings.cache_dir, seed=settings.seed,
                         options=options, say=say, progress=bars,
                         draws=RoundDraws(factory, engine, spec, drawn) if drawn else None, guards=guards,
                     ))

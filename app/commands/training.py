@@ -95,7 +95,7 @@ def _build(engine, settings: Settings, kind: str, role: str, game: str, since: s
                 role,
                 game=game,
                 base_model=settings.model,
-                out_dir=settings.data_dir / "datasets",
+                out_dir=settings.store_dir / "datasets",
                 since=None if since == "all" else "latest",
                 log_filter=log_filter,
                 seed=settings.seed,
@@ -370,7 +370,7 @@ def train(
                     role=role,
                     rows=rows,
                     config=config,
-                    adapters_root=settings.data_dir / "adapters",
+                    adapters_root=settings.store_dir / "adapters",
                     cache_dir=settings.cache_dir,
                     parent=parent,
                     dataset_snapshot_id=snapshot_id,
@@ -452,7 +452,7 @@ def with_tracker_folder(values: dict, settings: Settings) -> dict:
     from training.trainers.reporting import targets
 
     if targets(values.get("report_to", "none")):
-        return {"logging_dir": str(settings.data_dir / "runs"), **values}
+        return {"logging_dir": str(settings.store_dir / "runs"), **values}
     return values
 
 
