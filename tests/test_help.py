@@ -96,6 +96,19 @@ def test_an_unknown_game_in_help_says_so_and_shows_every_option():
     assert "unknown game 'chess-960'" in _flat(text) and "every game's" in text
 
 
+def test_play_names_its_game_as_the_other_commands_do_too(store):
+    """`play GAME` and `play --game GAME` are one command; two different games are refused."""
+    played = runner.invoke(app, ["play", "--game", "negotiation", "-n", "2", "--seat", "proposer=scripted:tough",
+                                 "--format", "json"])
+    assert played.exit_code == 0, played.output
+    assert json.loads(played.stdout.splitlines()[-1])[0]["succeeded"] == 2
+    clash = runner.invoke(app, ["play", "debate", "--game", "negotiation"])
+    assert clash.exit_code == 2 and "name two games" in _flat(clash.output)
+    none = runner.invoke(app, ["play"])
+    assert none.exit_code == 2 and "sparring play --game GAME" in _flat(none.output)
+    assert "Options of negotiation" in _help("play", "--game", "negotiation")
+
+
 def test_version():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"sparring {version('sparring')}"

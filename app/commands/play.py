@@ -50,8 +50,12 @@ def games(fmt: FormatOption = Format.table) -> None:
 
 @with_game_options()
 def play(
-    game: Annotated[str, typer.Argument(metavar="GAME", help="Game to play; `sparring games` lists them, and "
-                                        "`sparring play GAME --help` shows its seats, bots, options and metrics.")],
+    game: Annotated[str | None, typer.Argument(
+        metavar="GAME", help="Game to play; `sparring games` lists them, and `sparring play GAME --help` shows its "
+                             "seats, bots, options and metrics.", show_default=False)] = None,
+    game_option: Annotated[str | None, typer.Option(
+        "--game", help="The game, named as eval, retrain and deploy name it (instead of GAME).",
+        show_default=False)] = None,
     episodes: Annotated[int, typer.Option("--episodes", "-n", min=1, help="Episodes to play.")] = 16,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Episodes played at once.")] = 16,
     game_options: GameOptionValues = NONE_GIVEN,
@@ -102,6 +106,7 @@ def play(
     * `sparring play math-reflection --tasks examples/gsm8k_sample.jsonl -n 20 --temperature 0`
     * `sparring play math-reflection -n 1024 -c 32 --workers 4`  (4 processes, one store)
     * `sparring play negotiation --help`  (the game's seats, bots, options and metrics)
+    * `sparring play --game debate -n 8`  (the game named as eval, retrain and deploy name it)
     """
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
@@ -109,6 +114,12 @@ def play(
 
     if timeout is not None and not timeout > 0:
         fail(f"--timeout must be a positive number of seconds, got {timeout:g}; leave it out for no time limit")
+    if game is not None and game_option is not None and game != game_option:
+        fail(f"GAME {game!r} and --game {game_option!r} name two games; name one, either way")
+    game = game or game_option
+    if game is None:
+        fail("name the game to play: `sparring play GAME` or `sparring play --game GAME` (`sparring games` lists "
+             "them)")
     settings = settings_or_exit(database_url=db, seed=seed)
     try:
         spec = get_game(game)
