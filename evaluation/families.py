@@ -6,8 +6,8 @@ families (``add``, ``mul-sub``...: an operation and a number of steps), the ``fa
 MATH ``subject``) of a task file's rows, else the file itself as one family.
 
 A family is **worse beyond noise** when its paired 95% interval (candidate minus baseline) lies
-wholly below zero and, for pass/fail outcomes, McNemar's exact p on its discordant tasks is
-below 0.05. With a dozen families of ten to fifty tasks each, both must hold: a bootstrap
+wholly below zero and McNemar's exact p on its discordant tasks is below 0.05. Only pass/fail
+metrics are guarded this way (``guarded``); families of a ratio are reported, not guarded. With a dozen families of ten to fifty tasks each, both must hold: a bootstrap
 interval alone is too narrow on ten tasks (4 lost, none gained already excludes zero, p=0.125).
 Families are not corrected for their number; the rule refuses large drops, not one lost task.
 """
@@ -81,9 +81,21 @@ class FamilyFinding:
                f"{self.comparison.better} better, {self.comparison.worse} worse, p={self.comparison.p_text()}"
 
 
+def guarded(candidate: Mapping[str, float], baseline: Mapping[str, float]) -> bool:
+    """Whether the families of a metric are guarded: only pass/fail outcomes, whose family mean
+    is the family's own rate. A ratio's per-task outcomes (a critic's balanced accuracy) are
+    contributions to the whole set's ratio, so their mean over a family is not the family's
+    ratio: on a family of wrong answers only it weighs one recall, and a critic that trades a
+    little of it for the other recall would be refused there while it improved overall."""
+    return all(v in (0.0, 1.0) for v in (*candidate.values(), *baseline.values()))
+
+
 def regressions(evaluation: str, candidate: Mapping[str, float], baseline: Mapping[str, float],
                 tasks: Iterable[Task]) -> list[FamilyFinding]:
-    """The families of one evaluation set that are worse beyond noise."""
+    """The families of one evaluation set that are worse beyond noise (none for a metric whose
+    families are not ``guarded``)."""
+    if not guarded(candidate, baseline):
+        return []
     return [FamilyFinding(evaluation, family, comparison)
             for family, comparison in paired_by_family(candidate, baseline, tasks).items()
             if worse_beyond_noise(comparison)]

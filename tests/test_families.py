@@ -56,3 +56,16 @@ def test_regressions_name_the_family_and_the_set_and_ignore_the_others() -> None
     found = regressions("unseen", candidate, baseline, tasks)
     assert [(f.evaluation, f.family) for f in found] == [("unseen", "mul")]
     assert found[0].describe().startswith("family mul (unseen) -100.0 pts [-100.0, -100.0] n=20, 0 better, 20 worse")
+
+
+def test_only_pass_fail_metrics_are_guarded_by_family() -> None:
+    """Per-task contributions to a ratio (a critic's balanced accuracy) do not average to a
+    family's own ratio: their families are reported, never refused."""
+    tasks = _tasks(add=12)
+    baseline = {t.id: 0.9 for t in tasks}
+    candidate = {t.id: 0.1 for t in tasks}
+    assert worse_beyond_noise(paired(candidate, baseline))  # it would be, as a pass rate
+    assert regressions("unseen", candidate, baseline, tasks) == []
+    assert paired_by_family(candidate, baseline, tasks)["add"].worse == 12  # still compared and reported
+    binary = {t.id: 0.0 for t in tasks}
+    assert [f.family for f in regressions("unseen", binary, {t.id: 1.0 for t in tasks}, tasks)] == ["add"]
