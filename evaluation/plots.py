@@ -16,9 +16,10 @@ PANEL_COLUMNS = 3
 
 
 def metric_panels(stages: Sequence[str], metrics: Mapping[str, Sequence[Estimate | None]], path: Path,
-                  title: str) -> Path:
+                  title: str, *, full_scale: bool = False) -> Path:
     """Write a PNG with one panel per metric: its value at each stage (x axis, in order) with
-    the 95% interval as error bars; a stage without the figure leaves a gap."""
+    the 95% interval as error bars; a stage without the figure leaves a gap. ``full_scale``:
+    every panel from 0 to 100%, so that panels of one kind (task families) compare at a glance."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -41,6 +42,8 @@ def metric_panels(stages: Sequence[str], metrics: Mapping[str, Sequence[Estimate
         ax.set_ylabel("%")
         ax.set_xticks(positions, [_short(s) for s in stages], rotation=20 if len(stages) > 3 else 0, fontsize=8)
         ax.set_xlim(-0.5, len(stages) - 0.5)
+        if full_scale:
+            ax.set_ylim(-2, 102)
         ax.grid(True, axis="y", alpha=0.3)
     for ax in axes[len(names):]:
         ax.set_visible(False)

@@ -232,7 +232,7 @@ def _family_plot(series: Series, path: Path) -> Path | None:
     families = list(dict.fromkeys(f for p in series.points for f in p.families.get(metric, {})))
     stages = [f"#{i}\n" + "\n".join(p.name.split()) for i, p in enumerate(series.points, start=1)]
     return metric_panels(stages, {f: [p.families.get(metric, {}).get(f) for p in series.points] for f in families},
-                         path, f"{series.title}: {metric} by task family")
+                         path, f"{series.title}: {metric} by task family", full_scale=True)
 
 
 def _e(value: Any) -> str:

@@ -396,7 +396,7 @@ def _print_learning(figures: dict[str, dict[str, EvaluationResult]], sets: dict[
     metric_panels(stages, {f"{r['metric']} ({r['set']})": [r[s] for s in stages] for r in rows}, png, title)
     if family_rows:
         metric_panels(stages, {f"{r['family']} ({r['set']})": [r[s] for s in stages] for r in family_rows},
-                      families_png, f"{first} by task family: {title}")
+                      families_png, f"{first} by task family: {title}", full_scale=True)
     err.print(f"learning curves (each metric per round, 95% intervals): {png}"
               + (f", by task family: {families_png}" if family_rows else ""), highlight=False)
 
