@@ -93,7 +93,7 @@ def _walk(conn: Connection, where: list[ColumnElement[bool]], search: TextSearch
     its ``reach``."""
     sqlite = conn.dialect.name == "sqlite"
     # the LIMIT tells PostgreSQL's planner how far the walk may go; SQLite sorts under a large
-    # LIMIT in a b-tree, 3x slower than sorting every episode (0.8 s for 114,000 of 265,000)
+    # LIMIT in a b-tree, slower than sorting every episode (docs/results/2026-11-27-benchmarks.md)
     ordered = (select(_E.c.id).where(*where).order_by(*keyset.order_by(sort))
                .limit(None if far and sqlite else reach).subquery())
     # no ORDER BY outside: the subquery's rows come in its order (a sort out here would check

@@ -25,8 +25,8 @@ MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
 COUNT_LIMIT = 1000
 """A page counts the matching episodes up to this many and then says "more than": an exact
-count of a common word took seconds at 1M turns, where the page takes milliseconds (README,
-bench/serve_pages.py)."""
+count of a common word costs far more than the page itself on a large store
+(docs/results/2026-11-27-benchmarks.md, bench/serve_pages.py)."""
 DEFAULTS = {"sort": "-started_at"}
 """parameters left out of links when they have their default value"""
 
