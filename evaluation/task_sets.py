@@ -28,26 +28,36 @@ def evaluation_sets(game: GameSpec, spec: str, n: int, seed: int, guards: Sequen
     """Set name -> its tasks: ``n`` of each evaluation split of ``spec`` (``splits``, default
     the source's, the deciding split first), then ``n`` of each guard source's first evaluation
     split, named by the source. Raises TaskSourceError for a source without tasks, a task
-    without a checkable answer, or two sets of one name."""
+    without an answer to check in a game whose own tasks have answers, or two sets of one name."""
     sets: dict[str, list[Task]] = {}
+    origins: dict[str, str] = {}
     for split in splits or game.tasks.evaluation_splits(spec):
-        sets[split] = _checked(spec, game.tasks.load(spec, n=n, seed=seed, split=split))
+        sets[split], origins[split] = _checked(spec, game.tasks.load(spec, n=n, seed=seed, split=split)), spec
+    # a game judged against the truth (its own tasks have answers) needs an answer on every task
+    answered = any(_answered(t) for tasks in sets.values() for t in tasks)
     for guard in guards:
         name = Path(guard).name if Path(guard).is_file() else guard
         if name in sets:
             raise TaskSourceError(f"--guard {guard}: a set named {name!r} is played already; give each guard once")
         split = game.tasks.evaluation_splits(guard)[0]
         sets[name] = _checked(f"--guard {guard}", game.tasks.load(guard, n=n, seed=seed, split=split))
+        origins[name] = f"--guard {guard}"
+    for name, tasks in sets.items():
+        unanswered = [t.id for t in tasks if not _answered(t)]
+        if answered and unanswered:
+            raise TaskSourceError(f"{origins[name]}: {len(unanswered)} task(s) have no answer to check against "
+                                  f"(first: {unanswered[0]}); an evaluation of {game.name} needs each task's "
+                                  "ground truth")
     return sets
+
+
+def _answered(task: Task) -> bool:
+    return task.answer is not None and bool(str(task.answer).strip())
 
 
 def _checked(what: str, tasks: list[Task]) -> list[Task]:
     if not tasks:
         raise TaskSourceError(f"{what}: no tasks; give a file with rows or another source")
-    unanswered = [t.id for t in tasks if t.answer is None or not str(t.answer).strip()]
-    if unanswered:
-        raise TaskSourceError(f"{what}: {len(unanswered)} task(s) have no answer to check against "
-                              f"(first: {unanswered[0]}); an evaluation needs each task's ground truth")
     if len({t.id for t in tasks}) < len(tasks):
         raise TaskSourceError(f"{what}: repeated task ids; a paired comparison needs one episode per task")
     return tasks

@@ -92,7 +92,7 @@ def test_one_retrain_round_on_the_bundled_model(tmp_path, monkeypatch):
     assert all(r["rows"] > 0 for r in rounds)
     assert {m["metric"] for m in report} >= {"pass@turn-1", "critic_balanced_accuracy"}
     assert rounds[0]["episodes"] == 16  # 8 solo practice episodes of the actor, then 8 full ones
-    assert all(set(m) == {"metric", "before", "round 1"} for m in report)
+    assert all(set(m) == {"metric", "set", "family", "before", "round 1"} and m["family"] is None for m in report)
 
     engine = open_store(url)
     with engine.connect() as conn:
