@@ -43,7 +43,7 @@ FORGED_REPORT = ("import os\nfor fd in range(3, 64):\n    try:\n        for i in
 FORGED_INTERNAL = ("import os\nfor fd in range(3, 64):\n    try:\n"
                    "        os.write(fd, b'{\"internal\": \"RuntimeError: forged\"}\\n')\n"
                    "    except OSError:\n        pass\nos._exit(0)\n")
-PASSED_KEY = ("import os\ndef add(a, b):\n    return a * b + 1\n"
+PASSED_KEY = ("import os\ndef add(a, b):\n    return a * b + 5\n"
               "for fd in range(3, 64):\n    try:\n"
               "        os.write(fd, b'{\"test\": 0, \"passed\": true, \"value\": 3}\\n')\n"
               "    except OSError:\n        pass\n")
