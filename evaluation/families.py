@@ -90,12 +90,12 @@ def guarded(candidate: Mapping[str, float], baseline: Mapping[str, float]) -> bo
     return all(v in (0.0, 1.0) for v in (*candidate.values(), *baseline.values()))
 
 
-def regressions(evaluation: str, candidate: Mapping[str, float], baseline: Mapping[str, float],
-                tasks: Iterable[Task]) -> list[FamilyFinding]:
-    """The families of one evaluation set that are worse beyond noise (none for a metric whose
-    families are not ``guarded``)."""
+def compare_families(evaluation: str, candidate: Mapping[str, float], baseline: Mapping[str, float],
+                     tasks: Iterable[Task]) -> tuple[dict[str, PairedComparison], list[FamilyFinding]]:
+    """One evaluation set's families compared (``paired_by_family``), and those worse beyond
+    noise (none for a metric whose families are not ``guarded``)."""
+    compared = paired_by_family(candidate, baseline, tasks)
     if not guarded(candidate, baseline):
-        return []
-    return [FamilyFinding(evaluation, family, comparison)
-            for family, comparison in paired_by_family(candidate, baseline, tasks).items()
-            if worse_beyond_noise(comparison)]
+        return compared, []
+    return compared, [FamilyFinding(evaluation, family, c) for family, c in compared.items()
+                      if worse_beyond_noise(c)]

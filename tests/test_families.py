@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.families import by_family, family_of, paired_by_family, regressions, worse_beyond_noise
+from evaluation.families import by_family, compare_families, family_of, paired_by_family, worse_beyond_noise
 from evaluation.stats import paired
 from graphs.tasks import load_tasks
 from graphs.tasks.base import Task
@@ -47,13 +47,13 @@ def test_worse_beyond_noise_needs_the_interval_below_zero_and_p_below_005(lost: 
     assert worse_beyond_noise(paired(candidate, baseline)) is worse
 
 
-def test_regressions_name_the_family_and_the_set_and_ignore_the_others() -> None:
+def test_worse_families_name_the_family_and_the_set_and_ignore_the_others() -> None:
     tasks = _tasks(add=20, mul=20)
     baseline = {t.id: 1.0 if t.id.startswith("mul") else 0.0 for t in tasks}
     candidate = {t.id: 1.0 if t.id.startswith("add") else 0.0 for t in tasks}
     compared = paired_by_family(candidate, baseline, tasks)
     assert (compared["add"].better, compared["mul"].worse) == (20, 20)
-    found = regressions("unseen", candidate, baseline, tasks)
+    found = compare_families("unseen", candidate, baseline, tasks)[1]
     assert [(f.evaluation, f.family) for f in found] == [("unseen", "mul")]
     assert found[0].describe().startswith("family mul (unseen) -100.0 pts [-100.0, -100.0] n=20, 0 better, 20 worse")
 
@@ -65,7 +65,7 @@ def test_only_pass_fail_metrics_are_guarded_by_family() -> None:
     baseline = {t.id: 0.9 for t in tasks}
     candidate = {t.id: 0.1 for t in tasks}
     assert worse_beyond_noise(paired(candidate, baseline))  # it would be, as a pass rate
-    assert regressions("unseen", candidate, baseline, tasks) == []
+    assert compare_families("unseen", candidate, baseline, tasks)[1] == []
     assert paired_by_family(candidate, baseline, tasks)["add"].worse == 12  # still compared and reported
     binary = {t.id: 0.0 for t in tasks}
-    assert [f.family for f in regressions("unseen", binary, {t.id: 1.0 for t in tasks}, tasks)] == ["add"]
+    assert [f.family for f in compare_families("unseen", binary, {t.id: 1.0 for t in tasks}, tasks)[1]] == ["add"]

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from evaluation.evaluator import EvaluationResult, Evaluator
-from evaluation.families import FamilyFinding, paired_by_family, regressions
+from evaluation.families import FamilyFinding, compare_families
 from evaluation.stats import Estimate, PairedComparison, paired
 from graphs.game import GameContractError, GateMetric
 from graphs.policies.base import Backend
@@ -132,8 +132,8 @@ def guard(gate: GateMetric, sets: Mapping[str, tuple[Evaluator, EvaluationResult
         cand_tasks, base_tasks = cand.per_task.get(gate.name), base.per_task.get(gate.name)
         if not cand_tasks or not base_tasks:
             continue
-        compared[name] = paired_by_family(cand_tasks, base_tasks, evaluator.tasks)
-        worse += regressions(name, cand_tasks, base_tasks, evaluator.tasks)
+        compared[name], found = compare_families(name, cand_tasks, base_tasks, evaluator.tasks)
+        worse += found
     return compared, tuple(worse)
 
 

@@ -388,8 +388,9 @@ def _print_learning(figures: dict[str, dict[str, EvaluationResult]], sets: dict[
         emit([{"metric": r["metric"], "set": r["set"], **{s: r[s].format() if r[s] else None for s in shown}}
               for r in rows], fmt, columns=["metric", "set", *shown], title=title, console=out, caption=caption)
         if family_rows:
+            changes = _family_changes(results, shown, first, sets)
             emit([{"set": r["set"], "family": r["family"], **{s: r[s].format() if r[s] else None for s in shown},
-                   **_family_change(results, shown, r, sets[r["set"]])} for r in family_rows], fmt,
+                   "change": changes.get((r["set"], r["family"]))} for r in family_rows], fmt,
                  columns=["set", "family", *shown, "change"], title=f"{first} by task family", console=out,
                  caption=f"change: {shown[-1]} minus {shown[0]}, paired by task (95% interval); "
                          f"every round: {families_png}")
@@ -401,14 +402,17 @@ def _print_learning(figures: dict[str, dict[str, EvaluationResult]], sets: dict[
               + (f", by task family: {families_png}" if family_rows else ""), highlight=False)
 
 
-def _family_change(results: dict[tuple[str, str], EvaluationResult], shown: list[str], row: dict[str, Any],
-                   tasks: list[Task]) -> dict[str, str]:
-    """The family's paired change from the first shown stage to the last."""
+def _family_changes(results: dict[tuple[str, str], EvaluationResult], shown: list[str], metric: str,
+                    sets: dict[str, list[Task]]) -> dict[tuple[str, str], str]:
+    """(set, family) -> the family's paired change of ``metric`` from the first shown stage to the
+    last (empty with one stage)."""
     from evaluation.families import paired_by_family
 
     if len(shown) < 2:
         return {}
-    metric, name, family = row["metric"], row["set"], row["family"]
-    before, after = results[shown[0], name], results[shown[-1], name]
-    compared = paired_by_family(after.per_task.get(metric, {}), before.per_task.get(metric, {}), tasks)
-    return {"change": compared[family].difference.signed(with_n=False)} if family in compared else {}
+    changes = {}
+    for name, tasks in sets.items():
+        before, after = results[shown[0], name], results[shown[-1], name]
+        compared = paired_by_family(after.per_task.get(metric, {}), before.per_task.get(metric, {}), tasks)
+        changes.update({(name, family): c.difference.signed(with_n=False) for family, c in compared.items()})
+    return changes

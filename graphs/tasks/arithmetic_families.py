@@ -12,6 +12,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 Numbers = dict[str, Any]
@@ -25,9 +26,9 @@ class Family:
     draw: Callable[[random.Random], Numbers]
     """numbers for one problem, with its ``answer`` and ``expression``"""
 
-    @property
+    @cached_property
     def steps(self) -> int:
-        """How many operations its expression has."""
+        """How many operations its expression has (read once from a drawn problem)."""
         return len(re.findall(r" [-+*/] ", self.draw(random.Random(0))["expression"]))
 
 
