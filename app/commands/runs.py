@@ -15,21 +15,6 @@ runs_app = typer.Typer(help="Runs: one per command that played episodes, with it
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
 
 
-def _list_runs(engine, *, game: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
-    from sqlalchemy import select
-
-    from storage.models import Run
-
-    runs = Run.__table__
-    stmt = select(*runs.c).order_by(runs.c.started_at.desc(), runs.c.id.desc()).limit(limit)
-    if game is not None:
-        stmt = stmt.where(runs.c.game == game)
-    if status is not None:
-        stmt = stmt.where(runs.c.status == status)
-    with engine.connect() as conn:
-        return [row._asdict() for row in conn.execute(stmt)]
-
-
 def _line(run: dict[str, Any]) -> dict[str, Any]:
     summary = run.get("summary") or {}
     return {
@@ -63,7 +48,9 @@ def runs_list(
     """
     if status is not None and status not in RUN_STATUSES:
         fail(f"--status {status!r} is not a run status; use one of {', '.join(RUN_STATUSES)}")
-    rows = [_line(run) for run in _list_runs(engine_or_exit(db), game=game, status=status, limit=limit)]
+    from app.server.reads import list_runs
+
+    rows = [_line(run) for run in list_runs(engine_or_exit(db), limit, game=game, status=status)]
     emit(rows, fmt, title="runs",
          columns=["run", "game", "status", "episodes", "succeeded", "started_at", "finished_at", "parent"])
 

@@ -17,10 +17,15 @@ from storage.queries import EpisodeFilter, count_episodes_by_status, get_episode
 _RUNS, _AV, _DS, _JOBS, _EV = (t.__table__ for t in (Run, AdapterVersion, DatasetSnapshot, TrainingJob, Evaluation))
 
 
-def list_runs(engine: Engine, limit: int = 100) -> list[dict[str, Any]]:
+def list_runs(engine: Engine, limit: int = 100, *, game: str | None = None,
+              status: str | None = None) -> list[dict[str, Any]]:
     """The newest runs (workers' runs included, each naming its parent), with their summaries
-    (an evaluation run's summary holds its metrics)."""
+    (an evaluation run's summary holds its metrics); ``game`` and ``status`` keep those only."""
     stmt = select(*_RUNS.c).order_by(_RUNS.c.started_at.desc(), _RUNS.c.id.desc()).limit(limit)
+    if game is not None:
+        stmt = stmt.where(_RUNS.c.game == game)
+    if status is not None:
+        stmt = stmt.where(_RUNS.c.status == status)
     with engine.connect() as conn:
         return [row._asdict() for row in conn.execute(stmt)]
 
