@@ -60,6 +60,13 @@ class Settings(BaseSettings):
         description="Precision of the in-process model that plays: auto is bfloat16 on CUDA and on CPUs with native "
         "bfloat16 (AVX512-BF16/AMX: faster decoding), else float32. Training on a CPU stays float32.",
     )
+    eval_dtype: Literal["float32", "same"] = Field(
+        "float32",
+        description="Precision of the in-process model in evaluations that decide (eval, deploy's gate, retrain's "
+        "gates and report): float32, so that no greedy answer depends on what else shares its batch (about 1.6x "
+        "the time of a bfloat16 evaluation on a CPU with native bfloat16; no cost where the model plays in float32); "
+        "same: the dtype setting's. A vLLM server evaluates in its own dtype.",
+    )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "sparring",
         description="Where converted models and other caches live.",
@@ -129,6 +136,11 @@ class Settings(BaseSettings):
         from storage.engine import store_key
 
         return self.data_dir / "stores" / store_key(self.database_url)
+
+    @property
+    def deciding_dtype(self) -> str:
+        """The in-process model's dtype in evaluations that decide (``eval_dtype``)."""
+        return self.dtype if self.eval_dtype == "same" else self.eval_dtype
 
     @property
     def served_model(self) -> str:

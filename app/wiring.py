@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
@@ -16,6 +17,10 @@ from graphs.policies.policy import Policy
 from graphs.policies.pools import DrawSpecError, parse_draw
 from graphs.policies.scripted import known_bots
 from graphs.policies.verifier import verifier_name
+
+if TYPE_CHECKING:
+    from graphs.policies.deciding import FloatTwins
+    from graphs.policies.inprocess import InProcessBackend
 
 SEAT_SPEC_HELP = (
     "SEAT=SPEC, repeatable. SPEC: model, model:base, model:ROLE@vN, model:PATH_OR_ID, openai:MODEL, "
@@ -180,11 +185,39 @@ class PolicyFactory:
     sampling: SamplingParams
     engine: Engine | None = None
     """The store holding the adapter registry (None: never use adapters)."""
+    deciding: bool = False
+    """Every policy evaluates: in-process models load in ``Settings.deciding_dtype`` (eval, deploy)."""
     backends: list[Backend] = field(default_factory=list)
     _model: Backend | None = None
     _hosted: dict[str, Backend] = field(default_factory=dict)
     _bases: dict[str, Backend] = field(default_factory=dict)
     _verifiers: dict[str, Backend] = field(default_factory=dict)
+    _twins: FloatTwins | None = None
+
+    @property
+    def _dtype(self) -> str:
+        return self.settings.deciding_dtype if self.deciding else self.settings.dtype
+
+    def deciding_policies(self) -> FloatTwins | None:
+        """What evaluations that decide play on when the policies also play games: the in-process
+        seats on float32 twins of their backends (``graphs.policies.deciding``), unless
+        ``Settings.eval_dtype`` is "same" or this factory's models load in that precision already."""
+        if self.deciding or self.settings.eval_dtype == "same":
+            return None
+        if self._twins is None:
+            from graphs.policies.deciding import FloatTwins
+
+            self._twins = FloatTwins(self._float_twin)
+        return self._twins
+
+    def _float_twin(self, backend: InProcessBackend) -> InProcessBackend:
+        from graphs.policies.inprocess import InProcessBackend
+
+        twin = InProcessBackend.from_pretrained(backend.model_name, cache_dir=self.settings.cache_dir,
+                                                device=self.settings.device, dtype=self.settings.deciding_dtype,
+                                                max_batch_size=self.settings.max_batch_size)
+        self.backends.append(twin)
+        return twin
 
     def model_backend(self) -> Backend:
         if self._model is None:
@@ -197,7 +230,7 @@ class PolicyFactory:
                     self.settings.model,
                     cache_dir=self.settings.cache_dir,
                     device=self.settings.device,
-                    dtype=self.settings.dtype,
+                    dtype=self._dtype,
                     max_batch_size=self.settings.max_batch_size,
                 )
             self.backends.append(self._model)
@@ -213,7 +246,7 @@ class PolicyFactory:
 
             self._bases[model] = InProcessBackend.from_pretrained(
                 model, cache_dir=self.settings.cache_dir, device=self.settings.device,
-                dtype=self.settings.dtype, max_batch_size=self.settings.max_batch_size,
+                dtype=self._dtype, max_batch_size=self.settings.max_batch_size,
             )
             self.backends.append(self._bases[model])
         return self._bases[model]

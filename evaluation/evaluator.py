@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -50,6 +50,7 @@ from storage.models import Episode, Run
 from storage.recorder import Recorder
 from storage.records import RunRecord
 
+Deciding = Callable[[Mapping[str, Policy]], Awaitable[dict[str, Policy]]]
 PhaseProgress = Callable[[str, int, int | None], None]
 """Reports ``(phase, done, total)`` as long work advances; the CLI draws one bar per phase."""
 
@@ -126,6 +127,9 @@ class Evaluator:
     """Greedy answers of earlier evaluations, replayed (shared by the evaluators of one command)."""
     name: str = "heldout"
     """What the task set is called in tables and gate reasons (e.g. its split); not in the key."""
+    deciding: Deciding | None = field(default=None, repr=False)
+    """Maps the policies onto those an evaluation that decides plays (``graphs.policies.deciding``:
+    float32 twins of bfloat16 in-process backends); None: as given."""
     _memory: dict[str, EvaluationResult] = field(default_factory=dict, repr=False)
 
     def key(self, policies: Mapping[str, Policy]) -> dict[str, Any]:
@@ -143,6 +147,8 @@ class Evaluator:
 
     async def __call__(self, policies: Mapping[str, Policy], *, label: str) -> EvaluationResult:
         played = greedy(policies)
+        if self.deciding is not None:
+            played = await self.deciding(played)
         earlier = self.remembered(played)
         if earlier is not None:
             self.say(f"{label}: reusing run {earlier.run_id[:12]} (same policies, tasks and settings)")

@@ -77,7 +77,9 @@ def evaluate(
     policies (adapter versions, decoding), tasks, seed and game options: asking again reuses
     the stored run instead of playing it again. With --against, a second policy set plays
     the same tasks and each metric gets the paired difference (first set minus the --against
-    set) with its 95% interval, the tasks each did better on, and McNemar's exact p.
+    set) with its 95% interval, the tasks each did better on, and McNemar's exact p. The
+    in-process model plays in float32 (SPARRING_EVAL_DTYPE), so that no answer depends on what
+    shares its batch.
 
     Examples:
 
@@ -161,7 +163,8 @@ def _play(engine: Engine, settings: Settings, game, task_sets: dict[str, list[Ta
     from evaluation.task_sets import evaluators
     from graphs.policies.base import SamplingParams
 
-    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine)
+    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine,
+                            deciding=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True)
 

@@ -146,8 +146,10 @@ def retrain(
     played, and its rows also teach its refinement turn (--refinements). Gates and the report
     play each evaluation set of --tasks (the arithmetic generator: wordings training never sees,
     which decide, and held-out problems in the training wordings) and any --guard set; a
-    candidate worse beyond noise on any task family of any set is refused. Measured runs of the
-    main job, with their machines and times: docs/results/.
+    candidate worse beyond noise on any task family of any set is refused. Gates and the report
+    play the in-process model in float32 (SPARRING_EVAL_DTYPE), so that no answer depends on
+    what shares its batch. Measured runs of the main job, with their machines and times:
+    docs/results/.
 
     Examples:
 
@@ -243,11 +245,13 @@ def retrain(
         try:
             with err.status("loading models…"):
                 live = LivePolicies(await factory.policies(evaluation_specs(spec, seat_specs)))
+            deciding = factory.deciding_policies()
             evaluate, *guards = evaluators(engine, spec, gate_sets, settings.seed, options, concurrency, say=say,
-                                           progress=bars)
+                                           progress=bars, deciding=deciding)
             # the same evaluators when the report plays the gate's tasks, so each figure is measured once
             measure = [evaluate, *guards] if report_sets is gate_sets else evaluators(
-                engine, spec, report_sets, settings.seed, options, concurrency, say=say, progress=bars)
+                engine, spec, report_sets, settings.seed, options, concurrency, say=say, progress=bars,
+                deciding=deciding)
 
             async def measured(label: str) -> dict[str, EvaluationResult]:
                 return {e.name: await e(live(), label=f"{label}: {e.name}") for e in measure}

@@ -531,7 +531,8 @@ def deploy(
 ) -> None:
     """Gate a candidate against the active version on held-out tasks (same seeds, greedy) and
     promote it only if it is not worse by more than --margin on the deciding set and no task
-    family got worse beyond noise on any set; otherwise mark it rejected.
+    family got worse beyond noise on any set; otherwise mark it rejected. The in-process model
+    plays in float32 (SPARRING_EVAL_DTYPE), so that no answer depends on what shares its batch.
 
     Examples:
 
@@ -563,7 +564,8 @@ def deploy(
     if chosen.is_verifier:
         fail(f"{chosen.name} is a verifier, which no game's gate measures: measure it with `sparring eval-verifier "
              f"{chosen.name}`, then promote it by hand with `sparring adapters promote {chosen.name}`")
-    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine)
+    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine,
+                            deciding=True)
 
     async def main():
         try:

@@ -187,6 +187,10 @@ class InProcessBackend:
     def adapters(self) -> list[str]:
         return self._adapters.names()
 
+    def adapter_path(self, name: str) -> Path:
+        """The folder a loaded adapter came from (UnknownAdapterError if ``name`` is not loaded)."""
+        return self._adapters.path(name)
+
     async def aclose(self) -> None:
         """Stop the worker once the batch it is running finishes; queued requests fail."""
         if self._closed:

@@ -47,6 +47,14 @@ class LoadedAdapters:
         with self._lock:
             return sorted(self._paths)
 
+    def path(self, name: str) -> Path:
+        """The folder adapter ``name`` was loaded from (UnknownAdapterError if it is not loaded)."""
+        with self._lock:
+            found = self._paths.get(name)
+        if found is None:
+            self.check(name)  # raises, listing what is loaded
+        return found
+
     def check(self, name: str) -> None:
         """Raise UnknownAdapterError, listing the loaded adapters, unless ``name`` is loaded."""
         with self._lock:
