@@ -63,9 +63,9 @@ class Settings(BaseSettings):
     eval_dtype: Literal["float32", "same"] = Field(
         "float32",
         description="Precision of the in-process model in evaluations that decide (eval, deploy's gate, retrain's "
-        "gates and report): float32, so that no greedy answer depends on what else shares its batch (about 1.6x "
-        "the time of a bfloat16 evaluation on a CPU with native bfloat16; no cost where the model plays in float32); "
-        "same: the dtype setting's. A vLLM server evaluates in its own dtype.",
+        "gates and report): float32, so that no greedy answer depends on what else shares its batch (slower where "
+        "the model plays in bfloat16, docs/evaluation.md); same: the dtype setting's. A vLLM server evaluates in "
+        "its own dtype.",
     )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "sparring",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -88,6 +89,21 @@ class Series:
         return [{"game": self.game, "tasks": self.tasks, "policies": p.name, "run_id": p.run_id, "label": p.label,
                  "metric": name, **estimate.to_dict()}
                 for p in self.points for name, estimate in p.metrics.items()]
+
+
+@dataclass(frozen=True)
+class PageSection:
+    """A section another layer adds to the page (``write_page``): a heading, PNGs it has
+    written into the page's folder (file name, alt text) and tables (rows, caption)."""
+
+    title: str
+    images: list[tuple[str, str]] = field(default_factory=list)
+    tables: list[tuple[list[dict[str, Any]], str | None]] = field(default_factory=list)
+
+    def html(self) -> str:
+        images = "".join(f"<img src=\"{_e(name)}\" alt=\"{_e(alt)}\">\n" for name, alt in self.images)
+        tables = "".join(_html_table(rows, caption) for rows, caption in self.tables)
+        return f"<h2>{_e(self.title)}</h2>\n{images}{tables}"
 
 
 @dataclass
@@ -180,10 +196,10 @@ def figure_path(database_url: str, data_dir: Path, name: str) -> Path:
     return Path(data_dir) / name
 
 
-def write_page(report: StoreReport, out_dir: Path, *, store: str) -> Path:
+def write_page(report: StoreReport, out_dir: Path, *, store: str, more: Sequence[PageSection] = ()) -> Path:
     """Draw every series into ``out_dir`` (one PNG each, policy sets numbered #1, #2... on the
-    x axis) and write ``out_dir/index.html``, which shows them with their tables and the
-    retrain rounds; returns the page's path."""
+    x axis) and write ``out_dir/index.html``, which shows them with their tables, the retrain
+    rounds, the ratings and then ``more``; returns the page's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = []
     for index, series in enumerate(report.series, start=1):
@@ -217,6 +233,7 @@ def write_page(report: StoreReport, out_dir: Path, *, store: str) -> Path:
                         + "".join(_html_table(ladder.table(), caption=f"{ladder.game}: {ladder.games} rated games; "
                                               f"vs reference: score against {ladder.reference or '-'} (ties half)")
                                   for ladder in report.ladders))
+    sections += [section.html() for section in more]
     page = out_dir / PAGE
     page.write_text(_PAGE.format(store=_e(store), sections="\n".join(sections)), encoding="utf-8")
     return page

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from tiny_model import save_tiny_model
@@ -112,3 +113,24 @@ def test_jobs_show_prints_the_history_and_plots_it(tmp_path, model, monkeypatch)
     assert missing.exit_code == 2 and "no training job has id 7" in missing.output
     listed = json.loads(runner.invoke(app, ["jobs", "list", "--format", "json"]).stdout)
     assert [(j["job"], j["kind"], j["steps"]) for j in listed] == [(1, "dpo", 2)]
+
+
+def test_report_plots_each_training_jobs_learning_signals(tmp_path, model, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    engine = open_store(url)
+    _train(engine, tmp_path, "sft", SUMS, SFTTrainingConfig(model=model, max_steps=2, **SMALL))
+    _train(engine, tmp_path, "dpo", PAIRS, DPOTrainingConfig(model=model, max_steps=2, **SMALL))
+    out = tmp_path / "report"
+
+    result = runner.invoke(app, ["report", "--out", str(out)], env={"COLUMNS": "80"})
+
+    assert result.exit_code == 0, result.output  # a store with training jobs only has something to show
+    page = (out / "index.html").read_text()
+    assert "<h2>Training jobs</h2>" in page and "actor@v2" in page
+    dpo_plot = re.search(r'<img src="job-2.png" alt="job 2: ([^"]+) per step">', page)
+    assert dpo_plot and "rewards/margins" in dpo_plot[1] and "learning_rate" not in dpo_plot[1]
+    for name in ("job-1.png", "job-2.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "training jobs" in result.output and "dpo" in result.output
+    assert all(len(line) <= 80 for line in result.output.splitlines())

@@ -19,8 +19,8 @@ HistoryEntry = dict[str, float | None]
 SUMMARY_KEY = "train_runtime"
 """Present in the summary entry TRL's trainers log at the end of a run, and in no step entry."""
 PREFERRED = (
-    "loss", "learning_rate", "rewards/margins", "rewards/accuracies", "reward", "kl", "clip_fraction",
-    "grad_norm", "ratio_mean", "pg_loss", "entropy",
+    "loss", "learning_rate", "rewards/margins", "rewards/accuracies", "reward", "reward_std",
+    "frac_reward_zero_std", "kl", "clip_fraction", "grad_norm", "ratio_mean", "pg_loss", "entropy",
 )  # fmt: skip
 """The metrics shown first (when a trainer logs them), most telling first."""
 NOT_METRICS = ("step", "epoch")
@@ -44,6 +44,12 @@ def metric_names(history: Sequence[Mapping[str, Any]]) -> list[str]:
     """Every metric the step entries hold, the ``PREFERRED`` ones first, then by name."""
     present = {key for entry in steps(history) for key in entry if key not in NOT_METRICS}
     return [name for name in PREFERRED if name in present] + sorted(present - set(PREFERRED))
+
+
+def learning_signals(history: Sequence[Mapping[str, Any]], most: int = 6) -> list[str]:
+    """The ``most`` metrics that best tell whether a run learns (``metric_names``' order, without
+    the learning rate, which the schedule sets)."""
+    return [name for name in metric_names(history) if name != "learning_rate"][:most]
 
 
 def plot(history: Sequence[Mapping[str, Any]], metrics: Sequence[str], path: Path, title: str) -> Path:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -11,7 +11,13 @@ from app.commands.common import DbOption, FormatOption, err, out, settings_or_ex
 from app.commands.settings_cmd import mask_url
 from app.output import Format, emit
 
+if TYPE_CHECKING:
+    from evaluation.report import PageSection
+    from training.jobs import JobRecord
+
 NOTHING_CODE = 1
+JOBS_SHOWN = 20
+"""The newest training jobs the page plots (each its own PNG)."""
 
 
 def report(
@@ -27,10 +33,14 @@ def report(
     `sparring eval`): those of the same game on the same tasks and settings are one series,
     drawn as one PNG with a panel per metric, a point per policy set (x axis, in the order
     first measured) and its 95% interval as error bars. The page also lists every retrain
-    round: each role's outcome and the gate's paired change, and the ratings ladder when the
-    store has rated games (`sparring ratings`). The console gets each series'
+    round: each role's outcome and the gate's paired change, the ratings ladder when the
+    store has rated games (`sparring ratings`), and the newest training jobs, each with a plot
+    of what tells whether it learns, per step (loss; DPO's reward margins and accuracies;
+    GRPO's reward, its spread and the share of groups without spread; KL, clip fraction,
+    entropy: what the trainer logged). The console gets each series'
     first and latest figures (`--format json|jsonl`: every figure, one row per policy set and
-    metric). Exits 1, writing nothing, when the store has no evaluation, round or rated game yet.
+    metric). Exits 1, writing nothing, when the store has no evaluation, round, rated game or
+    training job yet.
 
     Examples:
 
@@ -39,18 +49,24 @@ def report(
     * `sparring report --format jsonl | jq -c 'select(.metric == "pass@turn-1")'`
     """
     from evaluation.report import read_report, write_page
+    from training.history import learning_signals
+    from training.jobs import list_jobs
 
     settings = settings_or_exit(database_url=db)
-    found = read_report(store_or_exit(settings))
-    if found.empty:
+    engine = store_or_exit(settings)
+    found = read_report(engine)
+    jobs = list_jobs(engine, limit=JOBS_SHOWN)
+    if found.empty and not jobs:
         err.print(
-            "nothing to plot yet: this store has no finished evaluation, retrain round or rated game "
+            "nothing to plot yet: this store has no finished evaluation, retrain round, rated game or training job "
             f"({mask_url(settings.database_url)}). Make some with `sparring retrain` (play, train, gate and "
             "evaluate before and after), or measure a policy set with `sparring eval`.",
             highlight=False,
         )
         raise typer.Exit(NOTHING_CODE)
-    page = write_page(found, out_dir, store=mask_url(settings.database_url))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page = write_page(found, out_dir, store=mask_url(settings.database_url),
+                      more=[_training_section(jobs, out_dir)] if jobs else [])
     if fmt != Format.table:
         emit([record for series in found.series for record in series.records()], fmt)
     else:
@@ -63,4 +79,33 @@ def report(
         if found.rounds:
             emit(found.rounds, fmt, columns=["round", "role", "status", "rows", "candidate", "change"],
                  title="retrain rounds", console=out)
-    err.print(f"wrote {page} ({len(found.series) + bool(found.ladders)} plot(s) beside it)", highlight=False)
+        if jobs:
+            emit([_job_row(job) for job in jobs], fmt, columns=["job", "kind", "role", "status", "adapter", "steps",
+                                                                "loss"], title="training jobs", console=out)
+    plots = len(found.series) + bool(found.ladders) + sum(bool(learning_signals(job.history)) for job in jobs)
+    err.print(f"wrote {page} ({plots} plot(s) beside it)", highlight=False)
+
+
+def _job_row(job: JobRecord) -> dict[str, Any]:
+    metrics = job.metrics or {}
+    loss = metrics.get("train_loss")
+    return {"job": job.id, "kind": job.kind, "role": job.role, "status": job.status, "adapter": job.adapter,
+            "steps": metrics.get("steps"), "loss": None if loss is None else round(loss, 4),
+            "started": job.started_at.strftime("%Y-%m-%d %H:%M") if job.started_at else None}
+
+
+def _training_section(jobs: list[JobRecord], out_dir: Path) -> PageSection:
+    """The training jobs, newest first, each with a plot of what tells whether it learned."""
+    from evaluation.report import PageSection
+    from training.history import learning_signals, plot
+
+    images = []
+    for job in jobs:
+        signals = learning_signals(job.history)
+        if signals:
+            png = plot(job.history, signals, out_dir / f"job-{job.id}.png",
+                       title=f"job {job.id}: {job.kind} {job.role}" + (f" -> {job.adapter}" if job.adapter else ""))
+            images.append((png.name, f"job {job.id}: {', '.join(signals)} per step"))
+    caption = (f"the newest {JOBS_SHOWN} jobs; `sparring jobs list` lists every one" if len(jobs) == JOBS_SHOWN
+               else "`sparring jobs show JOB` prints a job's every logged step")
+    return PageSection("Training jobs", images, [([_job_row(job) for job in jobs], caption)])
