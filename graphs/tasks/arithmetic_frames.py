@@ -49,17 +49,11 @@ FRAMES: tuple[Frame, ...] = tuple(
             ("gift-more", "{name} has {a} {item}. {friend} gives {name} {b} more. How many {item} does {name} have now?"),
             ("car-park", "There are {a} red cars and {b} blue cars in a car park. How many cars are there altogether?"),
             ("weekend-walk", "{name} walked {a} km on Saturday and {b} km on Sunday. "
-                             "What is the total distance {name} walked, in km?"),
-            ("club-stamps", "{name}, who is {x} years old, has {a} stamps and is given {b} more at a club "
-                            "meeting. How many stamps does {name} have now?"),
-            ("bakery-loaves", "A bakery with {x} shelves sells {a} loaves in the morning and {b} in the afternoon. "
-                              "How many loaves does it sell in the day?"))
+                             "What is the total distance {name} walked, in km?"))
     + _frames("add", "dev",
               ("shelf-books", "A shelf holds {a} cookbooks and {b} novels. How many books are on the shelf?"),
               ("two-games", "{name} scored {a} points in the first game and {b} points in the second game. "
-                            "What was {name}'s total score?"),
-              ("coins-found", "{name} has {x} marbles and {a} coins, then finds {b} more coins. "
-                              "How many coins does {name} have?"))
+                            "What was {name}'s total score?"))
     + _frames("add", "unseen",
               ("pond-ducks", "In a pond there are {a} ducks. Then {b} more ducks land on the water. "
                              "How many ducks are in the pond now?"),
@@ -74,18 +68,12 @@ FRAMES: tuple[Frame, ...] = tuple(
               ("eggs-broken", "A box holds {a} eggs. {b} of them break. How many eggs are not broken?"),
               ("toy-spend", "{name} had ${a} and spent ${b} on a toy. How many dollars does {name} have now?"),
               ("birds-fly", "There were {a} birds on a fence. {b} birds flew away. "
-                            "How many birds are still on the fence?"),
-              ("class-home", "{name}'s classroom has {x} desks. {a} children are in class and {b} of them go home "
-                             "early. How many children are still in class?"),
-              ("jar-sweets", "A jar that cost ${x} holds {a} sweets. {name} eats {b} of them. "
-                             "How many sweets are left in the jar?"))
+                            "How many birds are still on the fence?"))
     + _frames("sub", "dev",
               ("rope-cut", "A rope is {a} metres long. {name} cuts off {b} metres. "
                            "How long is the rest of the rope, in metres?"),
               ("album-need", "{name} needs {a} stickers to fill an album and already has {b}. "
-                             "How many more stickers does {name} need?"),
-              ("cinema-seats", "A cinema with {x} rows has {a} free seats, and {b} people sit down. "
-                               "How many free seats are left?"))
+                             "How many more stickers does {name} need?"))
     + _frames("sub", "unseen",
               ("trip-cold", "A class of {a} children plans a trip, and {b} of them stay home with a cold. "
                             "How many children go on the trip?"),
@@ -100,17 +88,11 @@ FRAMES: tuple[Frame, ...] = tuple(
               ("daily-laps", "{name} runs {b} laps every day for {a} days. How many laps does {name} run in all?"),
               ("ticket-price", "A ticket costs ${b}. How many dollars do {a} tickets cost?"),
               ("table-chairs", "There are {a} tables in a room and {b} chairs at each table. "
-                               "How many chairs are there?"),
-              ("egg-cartons", "{name} lives at number {x}. {name} buys {a} cartons with {b} eggs in each. "
-                              "How many eggs does {name} buy?"),
-              ("depot-vans", "A depot has {x} workers and {a} vans, and each van carries {b} boxes. "
-                             "How many boxes do the vans carry?"))
+                               "How many chairs are there?"))
     + _frames("mul", "dev",
               ("shelves-hold", "A bookcase has {a} shelves, and each shelf holds {b} books. "
                                "How many books fit in the bookcase?"),
-              ("weekly-save", "{name} saves ${b} every week. How many dollars does {name} save in {a} weeks?"),
-              ("piano-minutes", "{name}, aged {x}, practises the piano for {b} minutes a day for {a} days. "
-                                "How many minutes does {name} practise?"))
+              ("weekly-save", "{name} saves ${b} every week. How many dollars does {name} save in {a} weeks?"))
     + _frames("mul", "unseen",
               ("bun-trays", "A baker puts {b} buns on each of {a} trays. How many buns are on the trays?"),
               ("pizza-slices", "{name}, who lives on floor {x}, orders {a} pizzas cut into {b} slices each. "
@@ -125,17 +107,11 @@ FRAMES: tuple[Frame, ...] = tuple(
               ("meal-split", "{k} friends pay ${total} together for a meal and split it evenly. "
                              "How many dollars does each friend pay?"),
               ("apple-baskets", "A farmer puts {total} apples into {k} baskets, the same number in each. "
-                                "How many apples go in each basket?"),
-              ("school-buses", "A school with {x} teachers takes {total} children on a trip in {k} buses, the same "
-                               "number on each bus. How many children are on each bus?"),
-              ("cake-plates", "{name} is {x} years old and shares {total} pieces of cake equally among {k} plates. "
-                              "How many pieces go on each plate?"))
+                                "How many apples go in each basket?"))
     + _frames("div", "dev",
               ("drive-parts", "A drive of {total} km is split into {k} equal parts. How many km long is each part?"),
               ("book-days", "{name} reads a {total}-page book in {k} days, the same number of pages each day. "
-                            "How many pages does {name} read each day?"),
-              ("sticker-rows", "{name} has {x} pens and {total} stickers to put in {k} equal rows. "
-                               "How many stickers are in each row?"))
+                            "How many pages does {name} read each day?"))
     + _frames("div", "unseen",
               ("hall-rows", "There are {total} chairs in a hall, set out in {k} equal rows. "
                             "How many chairs are in each row?"),
