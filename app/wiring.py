@@ -211,10 +211,11 @@ class PolicyFactory:
         return self._twins
 
     def _float_twin(self, backend: InProcessBackend) -> InProcessBackend:
+        from graphs.policies.deciding import DECIDING_PRECISION
         from graphs.policies.inprocess import InProcessBackend
 
         twin = InProcessBackend.from_pretrained(backend.model_name, cache_dir=self.settings.cache_dir,
-                                                device=self.settings.device, dtype=self.settings.deciding_dtype,
+                                                device=self.settings.device, dtype=DECIDING_PRECISION,
                                                 max_batch_size=self.settings.max_batch_size)
         self.backends.append(twin)
         return twin

@@ -7,8 +7,9 @@ MATH ``subject``) of a task file's rows, else the file itself as one family.
 
 A family is **worse beyond noise** when its paired 95% interval (candidate minus baseline) lies
 wholly below zero and McNemar's exact p on its discordant tasks is below 0.05. Only pass/fail
-metrics are guarded this way (``guarded``); families of a ratio are reported, not guarded. With a dozen families of ten to fifty tasks each, both must hold: a bootstrap
-interval alone is too narrow on ten tasks (4 lost, none gained already excludes zero, p=0.125).
+metrics are guarded this way (``guarded``); families of a ratio are reported, not guarded.
+With a dozen families of ten to fifty tasks each, both must hold: a bootstrap interval alone
+is too narrow on ten tasks (4 lost, none gained already excludes zero, p=0.125).
 Families are not corrected for their number; the rule refuses large drops, not one lost task.
 """
 

@@ -49,7 +49,6 @@ def report(
     * `sparring report --format jsonl | jq -c 'select(.metric == "pass@turn-1")'`
     """
     from evaluation.report import read_report, write_page
-    from training.history import learning_signals
     from training.jobs import list_jobs
 
     settings = settings_or_exit(database_url=db)
@@ -64,9 +63,8 @@ def report(
             highlight=False,
         )
         raise typer.Exit(NOTHING_CODE)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    page = write_page(found, out_dir, store=mask_url(settings.database_url),
-                      more=[_training_section(jobs, out_dir)] if jobs else [])
+    more = [_training_section(jobs, out_dir)] if jobs else []
+    page = write_page(found, out_dir, store=mask_url(settings.database_url), more=more)
     if fmt != Format.table:
         emit([record for series in found.series for record in series.records()], fmt)
     else:
@@ -82,7 +80,7 @@ def report(
         if jobs:
             emit([_job_row(job) for job in jobs], fmt, columns=["job", "kind", "role", "status", "adapter", "steps",
                                                                 "loss"], title="training jobs", console=out)
-    plots = len(found.series) + bool(found.ladders) + sum(bool(learning_signals(job.history)) for job in jobs)
+    plots = len(found.series) + bool(found.ladders) + sum(len(section.images) for section in more)
     err.print(f"wrote {page} ({plots} plot(s) beside it)", highlight=False)
 
 
