@@ -329,8 +329,13 @@ def test_ppo_positive_advantage_raises_the_completion_logprob(tmp_path: Path, ba
         parent_adapter=parent,
     )
     assert_trained_alone(result, before=before, initial=initial, kind="ppo")
-    assert {"ratio_mean", "clip_fraction", "kl", "pg_loss"} <= result.metrics.keys()
-    assert result.log_history[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # behaviour = the parent policy
+    assert {"ratio_mean", "clip_fraction", "kl", "pg_loss", "entropy"} <= result.metrics.keys()
+    first = result.log_history[0]
+    assert first["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # behaviour = the parent policy
+    # what tells a user whether it can learn: rewards 1 and 0, one row of two without advantage
+    assert first["reward"] == pytest.approx(0.5) and first["reward_std"] == pytest.approx(0.5)
+    assert first["frac_zero_advantage"] == pytest.approx(0.5)
+    assert 0 < first["entropy"] <= math.log(len(tiny_tokenizer())) + 1e-3  # nats, at most a uniform choice
     trained = parent_policy(base_dir, result.adapter_dir)
     row = rows[0]
     after = sum(completion_logprobs(trained, row["prompt_token_ids"], row["completion_token_ids"]))
@@ -435,6 +440,7 @@ def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, 
     assert saved.keys() == initial.keys()
     assert all(torch.equal(saved[name], initial[name]) for name in saved)
     assert result.metrics["loss"] == 0.0 and result.metrics["grad_norm"] == 0.0
+    assert result.metrics["frac_zero_advantage"] == 1.0  # nothing to learn, and the log says so
 
 
 def test_policy_terms_clip_the_ratio_and_k3_vanishes_at_the_base() -> None:

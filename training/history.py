@@ -20,7 +20,7 @@ SUMMARY_KEY = "train_runtime"
 """Present in the summary entry TRL's trainers log at the end of a run, and in no step entry."""
 PREFERRED = (
     "loss", "learning_rate", "rewards/margins", "rewards/accuracies", "reward", "reward_std",
-    "frac_reward_zero_std", "kl", "clip_fraction", "grad_norm", "ratio_mean", "pg_loss", "entropy",
+    "frac_reward_zero_std", "frac_zero_advantage", "kl", "clip_fraction", "grad_norm", "ratio_mean", "pg_loss", "entropy",
 )  # fmt: skip
 """The metrics shown first (when a trainer logs them), most telling first."""
 NOT_METRICS = ("step", "epoch")

@@ -52,6 +52,9 @@ from training.trainers.result import TrainResult
 PPO_COLUMNS = (("prompt_token_ids", "completion_token_ids", "behaviour_logprobs", "advantage"),)
 """The columns read from the policy-gradient builder's rows (the others ride along unused)."""
 LOG_RATIO_LIMIT = 20.0
+ZERO_ADVANTAGE = 1e-6
+"""Below this an advantage counts as zero: the builder's group-normalised advantage of a group
+whose samples all got the same reward is exactly 0."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class Sample:
     completion_ids: list[int]
     behaviour_logprobs: list[float]
     advantage: float
+    reward: float | None = None
+    """the turn's credit, when the row has one (only logged, never in the loss)"""
 
 
 def read_samples(dataset: Dataset, max_length: int) -> tuple[list[Sample], int]:
@@ -97,7 +102,9 @@ def read_samples(dataset: Dataset, max_length: int) -> tuple[list[Sample], int]:
         if room < 1:
             skipped += 1
             continue
-        samples.append(Sample(prompt, completion[:room], logprobs[:room], float(advantage)))
+        reward = row.get("reward")
+        samples.append(Sample(prompt, completion[:room], logprobs[:room], float(advantage),
+                              float(reward) if reward is not None and math.isfinite(reward) else None))
     return samples, skipped
 
 
@@ -113,11 +120,13 @@ def policy_terms(
     return pg, kl, ratio
 
 
-def batch_logprobs(model: torch.nn.Module, samples: Sequence[Sample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def batch_logprobs(model: torch.nn.Module, samples: Sequence[Sample], pad_id: int,
+                   entropy: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities of each sample's completion tokens, teacher-forced: [rows, tokens] and a mask.
 
     Sequences are padded on the right, so every position counts from 0 as in generation;
-    only the logits from the shortest prompt's last token on are computed.
+    only the logits from the shortest prompt's last token on are computed. ``entropy``: a list
+    that gets the policy's entropy at each completion position ([rows, tokens], no gradient).
     """
     device = next(model.parameters()).device
     lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in samples]
@@ -140,7 +149,11 @@ def batch_logprobs(model: torch.nn.Module, samples: Sequence[Sample], pad_id: in
     logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device), logits_to_keep=keep).logits
     index, targets, mask = index.to(device), targets.to(device), mask.to(device)
     picked = logits.gather(1, index[:, :, None].expand(-1, -1, logits.size(-1))).float()
-    logps = picked.log_softmax(-1).gather(-1, targets[:, :, None]).squeeze(-1)
+    log_softmax = picked.log_softmax(-1)
+    logps = log_softmax.gather(-1, targets[:, :, None]).squeeze(-1)
+    if entropy is not None:
+        with torch.no_grad():
+            entropy.append(-(log_softmax.exp() * log_softmax).sum(-1) * mask)
     return logps * mask, mask
 
 
@@ -301,13 +314,18 @@ def _optimizer_step(
     params: list[torch.nn.Parameter],
     optimizer: torch.optim.Optimizer,
 ) -> dict[str, float]:
-    """Accumulate the gradient of the step's token-mean loss over micro-batches, then update."""
+    """Accumulate the gradient of the step's token-mean loss over micro-batches, then update.
+
+    Besides the loss terms, what tells whether the update can teach anything: the mean and
+    spread of the rows' rewards, the share of rows whose advantage is zero (their group's
+    samples all scored alike: no gradient but the KL's) and the policy's token entropy."""
     n_tokens = sum(len(s.completion_ids) for s in rows)
-    sums = dict.fromkeys(("loss", "pg_loss", "kl", "ratio_mean", "clip_fraction"), 0.0)
+    sums = dict.fromkeys(("loss", "pg_loss", "kl", "ratio_mean", "clip_fraction", "entropy"), 0.0)
     size = config.per_device_train_batch_size
     for start in range(0, len(rows), size):
         micro = rows[start : start + size]
-        new, mask = batch_logprobs(policy, micro, pad_id)
+        entropy: list[torch.Tensor] = []
+        new, mask = batch_logprobs(policy, micro, pad_id, entropy)
         with torch.no_grad(), policy.disable_adapter():
             base, _ = batch_logprobs(policy, micro, pad_id)
         behaviour = _padded([s.behaviour_logprobs for s in micro], new)
@@ -321,10 +339,22 @@ def _optimizer_step(
             sums["kl"] += (kl * mask).sum().item() / n_tokens
             sums["ratio_mean"] += (ratio * mask).sum().item() / n_tokens
             sums["clip_fraction"] += (((ratio - 1).abs() > config.clip_eps) & mask).sum().item() / n_tokens
+            sums["entropy"] += entropy[0].sum().item() / n_tokens
     grad_norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return {**sums, "grad_norm": float(grad_norm)}
+    return {**sums, **_reward_stats(rows), "grad_norm": float(grad_norm)}
+
+
+def _reward_stats(rows: Sequence[Sample]) -> dict[str, float]:
+    """The step's reward mean and population spread (rows that carry one) and its share of
+    rows with zero advantage."""
+    stats = {"frac_zero_advantage": sum(abs(s.advantage) < ZERO_ADVANTAGE for s in rows) / len(rows)}
+    rewards = [s.reward for s in rows if s.reward is not None]
+    if rewards:
+        mean = sum(rewards) / len(rewards)
+        stats.update(reward=mean, reward_std=math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)))
+    return stats
 
 
 def _padded(values: list[list[float]], like: torch.Tensor) -> torch.Tensor:
