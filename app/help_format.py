@@ -4,7 +4,8 @@ Typer's rich panels give option help a column of what is left after the option's
 value (17 characters at 80 columns) and cut names and values that do not fit with "…". sparring
 uses click's plain help instead (``rich_markup_mode=None``) with this formatter: an option whose
 names are short keeps its help beside it, otherwise the help wraps under it, indented; a
-paragraph of list items (``* ...``) or of indented lines keeps its lines.
+paragraph of list items (``* ...``) or of indented lines keeps its lines, an item's own
+continuation lines joined to it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ SIDE_BY_SIDE = 24
 """a definition list whose terms are all at most this wide keeps each help beside its term"""
 HELP_INDENT = 6
 """columns a help text is indented under its term (from the section's own indent)"""
-_LIST_STARTS = ("* ", "- ", "$ ", "  ")
+_BULLETS = ("* ", "- ")
+_LIST_STARTS = (*_BULLETS, "$ ", "  ")
 
 
 def wrap(text: str, width: int) -> list[str]:
     """``text`` wrapped to ``width`` columns: paragraphs (split at blank lines) are refilled, but
-    a paragraph of list items or indented lines keeps each line, wrapped under its own start."""
+    a paragraph of list items or indented lines keeps each line (an item with the lines that
+    continue it), wrapped under its own start."""
     lines: list[str] = []
     for paragraph in text.split("\n\n"):
         rows = paragraph.strip("\n").splitlines()
@@ -35,12 +38,29 @@ def wrap(text: str, width: int) -> list[str]:
         if rows[0].strip() == "\b":  # click's marker: keep the paragraph as written
             lines.extend(rows[1:])
         elif any(row.startswith(_LIST_STARTS) for row in rows):
-            for row in rows:
+            for row in _items(rows):
                 hang = " " * (len(row) - len(row.lstrip()) + (2 if row.lstrip().startswith(_LIST_STARTS) else 0))
                 lines.extend(textwrap.wrap(row, width, subsequent_indent=hang, break_on_hyphens=False) or [""])
         else:
             lines.extend(textwrap.wrap(" ".join(paragraph.split()), width, break_on_hyphens=False))
     return lines
+
+
+def _items(rows: list[str]) -> list[str]:
+    """The rows of a list paragraph with each bullet's continuation lines (indented under its
+    text) joined to it, so that an item is refilled as one text rather than broken where the
+    source broke it."""
+    items: list[str] = []
+    hang: int | None = None  # the column an item's text starts at, while the row before is in an item
+    for row in rows:
+        text = row.lstrip()
+        indent = len(row) - len(text)
+        if hang is not None and indent >= hang and not text.startswith(_BULLETS + ("$ ",)):
+            items[-1] = f"{items[-1]} {text}"
+            continue
+        items.append(row)
+        hang = indent + 2 if text.startswith(_BULLETS) else None
+    return items
 
 
 class WrappingFormatter(typer.Context.formatter_class):  # click's HelpFormatter, as typer exposes it

@@ -151,3 +151,21 @@ def test_runs_refuse_what_is_not_there(store):
     assert "sparring runs list" in _flat(unknown.output)
     bad = runner.invoke(app, ["runs", "list", "--status", "done"])
     assert bad.exit_code == 2 and "finished" in bad.output
+
+
+def test_a_list_item_broken_in_the_source_is_refilled_as_one():
+    from app.help_format import wrap
+
+    text = ("* `sparring train sft --role critic` (the critic learns the\n"
+            "  ground truth)\n"
+            "* `sparring play`\n"
+            "  $ kept as written\n"
+            "    an indented line of its own")
+    assert wrap(text, 80) == [
+        "* `sparring train sft --role critic` (the critic learns the ground truth)",
+        "* `sparring play`",
+        "  $ kept as written",
+        "    an indented line of its own",
+    ]
+    assert wrap(text, 40)[:3] == ["* `sparring train sft --role critic`", "  (the critic learns the ground truth)",
+                                  "* `sparring play`"]
