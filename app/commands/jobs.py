@@ -18,7 +18,8 @@ TABLE_METRICS = 4
 """Metrics a history table shows by default (the most telling first; --metric picks others)."""
 
 
-def _summary(job) -> dict:
+def job_summary(job) -> dict:
+    """A job as `jobs list` and `sparring report` show it (steps: the step entries it logged)."""
     return {
         "job": job.id,
         "kind": job.kind,
@@ -55,7 +56,7 @@ def jobs_list(
     if status is not None and status not in JOB_STATUSES:
         fail(f"--status {status!r} is not a job status; use one of {', '.join(JOB_STATUSES)}")
     jobs = list_jobs(engine_or_exit(db), role=role, kind=kind, status=status, limit=limit)
-    emit([_summary(j) for j in jobs], fmt, title="training jobs",
+    emit([job_summary(j) for j in jobs], fmt, title="training jobs",
          columns=["job", "kind", "role", "status", "adapter", "steps", "loss", "started_at", "error"])
 
 
@@ -102,13 +103,13 @@ def jobs_show(
         plot_history(job.history, chosen, plot, title=f"job {job.id}: {job.kind} {job.role}")
         err.print(f"wrote {plot}")
     if fmt == Format.json:
-        sys.stdout.write(dumps({**_summary(job), "config": job.config, "metrics": job.metrics,
+        sys.stdout.write(dumps({**job_summary(job), "config": job.config, "metrics": job.metrics,
                               "history": job.history}) + "\n")
         return
     if fmt == Format.jsonl:
         emit(steps(job.history), fmt)
         return
-    emit([{"field": k, "value": v} for k, v in _summary(job).items() if v is not None], fmt,
+    emit([{"field": k, "value": v} for k, v in job_summary(job).items() if v is not None], fmt,
          title=f"training job {job.id}", console=out)
     if job.history:
         emit(steps(job.history), fmt, columns=["step", "epoch", *chosen], title="history", console=out,

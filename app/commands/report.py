@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from app.commands.common import DbOption, FormatOption, err, out, settings_or_exit, store_or_exit
+from app.commands.jobs import job_summary
 from app.commands.settings_cmd import mask_url
 from app.output import Format, emit
 
@@ -85,11 +86,11 @@ def report(
 
 
 def _job_row(job: JobRecord) -> dict[str, Any]:
-    metrics = job.metrics or {}
-    loss = metrics.get("train_loss")
-    return {"job": job.id, "kind": job.kind, "role": job.role, "status": job.status, "adapter": job.adapter,
-            "steps": metrics.get("steps"), "loss": None if loss is None else round(loss, 4),
-            "started": job.started_at.strftime("%Y-%m-%d %H:%M") if job.started_at else None}
+    summary = job_summary(job)
+    loss, started = summary["loss"], summary["started_at"]
+    return {**{key: summary[key] for key in ("job", "kind", "role", "status", "adapter", "steps")},
+            "loss": None if loss is None else round(loss, 4),
+            "started": started.strftime("%Y-%m-%d %H:%M") if started else None}
 
 
 def _training_section(jobs: list[JobRecord], out_dir: Path) -> PageSection:
