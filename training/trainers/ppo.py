@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -120,13 +121,31 @@ def policy_terms(
     return pg, kl, ratio
 
 
-def batch_logprobs(model: torch.nn.Module, samples: Sequence[Sample], pad_id: int,
-                   entropy: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probabilities of each sample's completion tokens, teacher-forced: [rows, tokens] and a mask.
+def batch_logprobs(model: torch.nn.Module, samples: Sequence[Sample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities of each sample's completion tokens, teacher-forced: [rows, tokens] and a mask."""
+    _, logps, mask = _completion_log_softmax(model, samples, pad_id)
+    return logps, mask
+
+
+def logprobs_and_entropy(
+    model: torch.nn.Module, samples: Sequence[Sample], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``batch_logprobs``, and the policy's entropy at each completion position ([rows, tokens],
+    no gradient)."""
+    log_softmax, logps, mask = _completion_log_softmax(model, samples, pad_id)
+    with torch.no_grad():
+        entropy = -(log_softmax.exp() * log_softmax).sum(-1) * mask
+    return logps, mask, entropy
+
+
+def _completion_log_softmax(
+    model: torch.nn.Module, samples: Sequence[Sample], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The log-softmax over the vocabulary at each completion position ([rows, tokens, vocab]),
+    the completion tokens' log-probabilities (0 past a row's end) and their mask ([rows, tokens]).
 
     Sequences are padded on the right, so every position counts from 0 as in generation;
-    only the logits from the shortest prompt's last token on are computed. ``entropy``: a list
-    that gets the policy's entropy at each completion position ([rows, tokens], no gradient).
+    only the logits from the shortest prompt's last token on are computed.
     """
     device = next(model.parameters()).device
     lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in samples]
@@ -150,11 +169,7 @@ def batch_logprobs(model: torch.nn.Module, samples: Sequence[Sample], pad_id: in
     index, targets, mask = index.to(device), targets.to(device), mask.to(device)
     picked = logits.gather(1, index[:, :, None].expand(-1, -1, logits.size(-1))).float()
     log_softmax = picked.log_softmax(-1)
-    logps = log_softmax.gather(-1, targets[:, :, None]).squeeze(-1)
-    if entropy is not None:
-        with torch.no_grad():
-            entropy.append(-(log_softmax.exp() * log_softmax).sum(-1) * mask)
-    return logps * mask, mask
+    return log_softmax, log_softmax.gather(-1, targets[:, :, None]).squeeze(-1) * mask, mask
 
 
 def completion_logprobs(model: torch.nn.Module, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
@@ -324,8 +339,7 @@ def _optimizer_step(
     size = config.per_device_train_batch_size
     for start in range(0, len(rows), size):
         micro = rows[start : start + size]
-        entropy: list[torch.Tensor] = []
-        new, mask = batch_logprobs(policy, micro, pad_id, entropy)
+        new, mask, entropy = logprobs_and_entropy(policy, micro, pad_id)
         with torch.no_grad(), policy.disable_adapter():
             base, _ = batch_logprobs(policy, micro, pad_id)
         behaviour = _padded([s.behaviour_logprobs for s in micro], new)
@@ -339,7 +353,7 @@ def _optimizer_step(
             sums["kl"] += (kl * mask).sum().item() / n_tokens
             sums["ratio_mean"] += (ratio * mask).sum().item() / n_tokens
             sums["clip_fraction"] += (((ratio - 1).abs() > config.clip_eps) & mask).sum().item() / n_tokens
-            sums["entropy"] += entropy[0].sum().item() / n_tokens
+            sums["entropy"] += entropy.sum().item() / n_tokens
     grad_norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -352,8 +366,7 @@ def _reward_stats(rows: Sequence[Sample]) -> dict[str, float]:
     stats = {"frac_zero_advantage": sum(abs(s.advantage) < ZERO_ADVANTAGE for s in rows) / len(rows)}
     rewards = [s.reward for s in rows if s.reward is not None]
     if rewards:
-        mean = sum(rewards) / len(rewards)
-        stats.update(reward=mean, reward_std=math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)))
+        stats.update(reward=statistics.fmean(rewards), reward_std=statistics.pstdev(rewards))
     return stats
 
 
