@@ -249,6 +249,12 @@ def train(
     seat: Annotated[
         list[str] | None, typer.Option("--seat", "-s", help="grpo: the other seats. " + SEAT_SPEC_HELP)
     ] = None,
+    screen: Annotated[
+        int | None,
+        typer.Option(min=1, help="grpo: first play this many tasks of --tasks once, greedily, with the policy "
+                     "training starts from, and train only on those it does not get right (logged as an "
+                     "evaluation run).", show_default=False),
+    ] = None,
     learning_rate: Annotated[float | None, typer.Option(help="Default: the trainer's.")] = None,
     epochs: Annotated[float | None, typer.Option(help="Passes over the dataset.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop after this many optimiser steps.")] = None,
@@ -286,6 +292,9 @@ def train(
     * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
     * `sparring train grpo --game math-reflection --role actor --max-steps 24`
+    * `sparring train grpo --role actor --tasks arithmetic:1 --screen 400 --seat critic=scripted:always-correct`
+      (GRPO on the problems among 400 whose greedy first answer is wrong: where the answer the gate
+      measures can move)
     * `sparring train reward --role verifier --answers actor` (publishes verifier@v1)
     * `sparring train sft --role critic --verdicts truth --max-rows 128` (the critic learns the
       ground truth about the actor's checked answers)
@@ -304,6 +313,8 @@ def train(
     except ValueError as exc:
         fail(str(exc))
     rows_role = _rows_role(trainer, role, answers)
+    if screen is not None and kind != "grpo":
+        fail(f"--screen chooses the tasks online GRPO plays; {kind} trains on logged rows: leave it out")
     if dataset is not None and (verdicts is not None or max_rows is not None or refinements):
         fail(f"--verdicts, --max-rows and --refinements choose the rows of a snapshot this command builds; "
              f"snapshot {dataset} is built already: leave them out, or build one with `sparring datasets build sft "
@@ -329,7 +340,8 @@ def train(
     from training.registry import active_version
 
     if not trainer.reads_snapshot:
-        rows, snapshot_id, extra, cleanup = _online(engine, settings, game, role, tasks, seat or [])
+        rows, snapshot_id, extra, cleanup = _online(engine, settings, game, role, tasks, seat or [],
+                                                    screen=screen, fresh=fresh, config=config)
     else:
         from training.datasets import DatasetError, LogFilter, load_snapshot
 
@@ -478,9 +490,11 @@ def _check_launch(trainer, role: str, dataset: int | None) -> int:
     return rank
 
 
-def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats: list[str]):
-    """What online GRPO needs: the train tasks it plays, the other seats' policies and a run
-    that logs every rollout episode; returns (tasks, None, trainer kwargs, cleanup)."""
+def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats: list[str], *,
+            screen: int | None, fresh: bool, config):
+    """What online GRPO needs: the train tasks it plays (those the starting policy gets wrong,
+    with ``screen``), the other seats' policies and a run that logs every rollout episode;
+    returns (tasks, None, trainer kwargs, cleanup)."""
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
     from graphs.tasks.base import TaskSourceError
@@ -489,14 +503,24 @@ def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats:
 
     try:
         spec = get_game(game)
-        specs = {s: p for s, p in parse_seat_specs(spec, seats).items() if s != role}
-        task_list = spec.tasks.load(tasks or spec.tasks.default, n=None, seed=settings.seed, split="train")
+        specs = parse_seat_specs(spec, seats)
+        specs[role] = "model:base" if fresh else "model"  # the policy training starts from
+        task_list = spec.tasks.load(tasks or spec.tasks.default, n=screen, seed=settings.seed, split="train")
     except (UnknownGameError, SeatSpecError, TaskSourceError) as exc:
         fail(str(exc))
+    screened = _screened(engine, settings, spec, role, task_list, specs, config) if screen else None
+    if screened is not None:
+        err.print(screened.describe())
+        if not screened.kept:
+            fail(f"the starting policy got all {screened.played} screened tasks right: nothing left to train on; "
+                 "screen more tasks (--screen) or harder ones (--tasks)")
+        task_list = screened.kept
     factory = PolicyFactory(settings, SamplingParams(temperature=0.7), engine)
-    others = asyncio.run(factory.policies(specs))
+    others = asyncio.run(factory.policies({s: p for s, p in specs.items() if s != role}))
     recorder = Recorder(engine)
-    run = RunRecord.new(spec.name, {"purpose": f"grpo rollouts for {role}"}, settings.seed)
+    screen_config = {} if screened is None else {"screen": {"played": screened.played, "kept": len(screened.kept),
+                                                            "metric": screened.metric, "run_id": screened.run_id}}
+    run = RunRecord.new(spec.name, {"purpose": f"grpo rollouts for {role}", **screen_config}, settings.seed)
     run_id = run.id
     recorder.start_run(run)
 
@@ -506,6 +530,33 @@ def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats:
         asyncio.run(factory.aclose())
 
     return task_list, None, {"game": game, "other_policies": others, "sink": recorder, "run_id": run_id}, cleanup
+
+
+def _screened(engine, settings: Settings, spec, role: str, tasks, specs: dict[str, str], config):
+    """``evaluation.screen.not_right`` of ``tasks``: played greedily in the deciding precision,
+    at the rollouts' token budget, by the other seats and the policy training starts from."""
+    from evaluation.evaluator import Evaluator
+    from evaluation.screen import ScreenError, not_right
+    from graphs.policies.base import SamplingParams
+
+    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=config.max_completion_length),
+                            engine, deciding=True)
+
+    async def main():
+        try:
+            with err.status(f"screening {len(tasks)} tasks…"):
+                policies = await factory.policies(specs)
+                evaluate = Evaluator(engine, spec, list(tasks), settings.seed, spec.make_options(),
+                                     concurrency=config.concurrency, name="screen")
+                return await not_right(evaluate, policies, role)
+        finally:
+            await factory.aclose()
+
+    try:
+        with exit_when_stopped("interrupted: the screen's run is marked interrupted"):
+            return run_interruptible(main())
+    except ScreenError as exc:
+        fail(str(exc))
 
 
 @with_game_options()
