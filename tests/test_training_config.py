@@ -67,6 +67,7 @@ def write(tmp_path, text: str):
          "(sparring sets it itself)"),
         ("dpo", "trl: {learning_rate: 0.1}\n", "set it as 'learning_rate' at the top level"),
         ("sft", "lora: {peft: {modules_to_save: [lm_head]}}\n", "would train weights outside the LoRA adapter"),
+        ("grpo", "learning_rate: 5\n", "learning_rate 5.0 is above 0.01: LoRA training diverges within a few steps"),
         ("sft", "learning_rate: -1\n", "learning_rate must be a positive number, got -1.0; LoRA usually trains with "
          "1e-5 to 2e-4. (settings from"),
     ],

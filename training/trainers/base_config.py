@@ -18,6 +18,9 @@ from graphs.policies.base_models import BUNDLED
 from training.trainers.lora import LoraSettings
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+MAX_LEARNING_RATE = 1e-2
+"""Above it Adam moves each LoRA weight by about this much a step, as large as the weights
+themselves: training diverges, so such a rate is a typo (5 for 5e-5) rather than a choice."""
 REPORT_TARGETS = (
     "none", "all", "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte",
     "kubeflow", "mlflow", "neptune", "swanlab", "tensorboard", "trackio", "wandb",
@@ -113,6 +116,11 @@ class TrainingConfig:
             raise ValueError(
                 f"learning_rate must be a positive number, got {self.learning_rate}; LoRA usually trains "
                 f"with 1e-5 to 2e-4."
+            )
+        if self.learning_rate > MAX_LEARNING_RATE:
+            raise ValueError(
+                f"learning_rate {self.learning_rate} is above {MAX_LEARNING_RATE}: LoRA training diverges within "
+                f"a few steps at that size; LoRA usually trains with 1e-5 to 2e-4."
             )
         if not self.num_train_epochs > 0:
             raise ValueError(
