@@ -9,7 +9,8 @@ import typer
 from app import quiet
 from app.commands import ratings as ratings_cmd
 from app.commands import (
-    adapters, episodes, eval_cmd, play, report, retrain, runs, serve, settings_cmd, training, verifier_cmd, vllm_cmd,
+    adapters, episodes, eval_cmd, gateway_cmd, play, report, retrain, runs, serve, settings_cmd, training, verifier_cmd,
+    vllm_cmd,
 )
 from app.commands import jobs as jobs_cmd
 from app.commands.game_help import game_help_command
@@ -30,6 +31,7 @@ for name, command in (
     ("games", play.games), ("play", play.play), ("export", episodes.export), ("train", training.train),
     ("deploy", training.deploy), ("retrain", retrain.retrain), ("report", report.report), ("serve", serve.serve),
     ("settings", settings_cmd.settings), ("vllm", vllm_cmd.vllm), ("eval", eval_cmd.evaluate),
+    ("gateway", gateway_cmd.gateway),
 ):
     app.command(name, cls=game_help_command(command) if command in GAME_COMMANDS else None)(command)
 app.command("eval-verifier")(verifier_cmd.eval_verifier)

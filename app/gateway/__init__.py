@@ -1,0 +1,12 @@
+"""`sparring gateway`: an OpenAI-compatible server over sparring's model backends that logs
+every call as a turn, so agents sparring did not write can play and be trained (docs/gateway.md).
+
+``app`` builds the FastAPI application; ``openai_api`` serves /v1/models, /v1/chat/completions
+and /v1/completions; ``episodes_api`` opens, rewards, judges and ends episodes; ``naming`` maps
+a model name to a policy; ``book`` keeps the open episodes and turns calls into records;
+``replies`` writes OpenAI's response bodies; ``guard`` checks who may call and how much;
+``errors`` is OpenAI's error format.
+"""
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""the largest request body the gateway reads by default (``--max-body-bytes``)"""

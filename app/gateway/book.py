@@ -1,0 +1,186 @@
+"""The gateway's episodes: which episode and seat a call belongs to, and its records.
+
+A call names its episode and seat (``X-Sparring-Episode`` / ``X-Sparring-Seat`` headers, or
+``metadata.episode_id`` / ``metadata.seat`` in the body); a call without an episode joins the
+episode of its conversation (``X-Sparring-Conversation`` or ``metadata.conversation_id``:
+opened by its first call, kept until ended) or stands alone as a one-turn episode. Episodes
+live in memory while open; everything else is read back from the store. Records go through
+the Recorder (batched, off the request path), under one run per gateway process: when the
+gateway stops, the episodes no client ended are marked failed as interrupted ones are
+(``Recorder.abort_running``); if it is killed, the next command's stale-work cleanup marks them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from app.gateway.errors import GatewayError
+from graphs.policies.base import GenerationResult, Message, SamplingParams
+from graphs.policies.policy import Policy
+from storage.recorder import Recorder
+from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
+from storage.rows import EPISODES, TURNS
+
+SEAT_KIND = "learner"
+TASK_SOURCE = "gateway"
+INTERRUPTED = "interrupted: the gateway stopped before a client ended the episode"
+NAME_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Caller:
+    """What a call says about where it belongs (each None when not said)."""
+
+    episode: str | None
+    seat: str | None
+    conversation: str | None
+
+
+@dataclass
+class OpenEpisode:
+    id: str
+    seats: tuple[str, ...]
+    """the seats declared when it was opened (empty: any seat may call)"""
+    conversation: str | None = None
+    standalone: bool = False
+    """a one-turn episode: ended as soon as its call is logged"""
+    turns: int = 0
+    rounds: dict[str, int] = field(default_factory=dict)
+    """turns taken so far, by seat"""
+
+
+class Book:
+    def __init__(self, recorder: Recorder, engine: Engine, *, game: str, run_id: str) -> None:
+        self.recorder, self.engine, self.game, self.run_id = recorder, engine, game, run_id
+        self._open: dict[str, OpenEpisode] = {}
+        self._conversations: dict[str, str] = {}
+
+    def open(self, *, game: str | None = None, task: dict[str, Any] | None = None, seats: dict[str, str] | None = None,
+             split: str | None = None, difficulty: str | None = None, seed: int = 0,
+             conversation: str | None = None, standalone: bool = False) -> OpenEpisode:
+        """Start an episode; ``seats``: seat -> policy label (what plays it, as far as the client says)."""
+        task = dict(task or {})
+        episode = OpenEpisode(uuid.uuid4().hex, tuple(seats or ()), conversation, standalone)
+        self.recorder.episode_started(EpisodeStart(
+            id=episode.id, run_id=self.run_id, game=game or self.game,
+            task_id=str(task.get("id") or conversation or episode.id), task_source=TASK_SOURCE, split=split,
+            difficulty=difficulty, seed=seed, seats=dict(seats or {}), task=task))
+        self._open[episode.id] = episode
+        if conversation is not None:
+            self._conversations[conversation] = episode.id
+        return episode
+
+    async def place(self, caller: Caller, default_seat: str) -> tuple[OpenEpisode, str]:
+        """The episode and seat a call plays (a 404, 409 or 400 GatewayError when it cannot)."""
+        seat = caller.seat or default_seat
+        _check_name(seat, "seat")
+        if caller.episode is not None:
+            episode = await self.open_episode(caller.episode)
+        elif caller.conversation is not None:
+            _check_name(caller.conversation, "conversation id")
+            known = self._conversations.get(caller.conversation)
+            episode = self._open[known] if known is not None else self.open(conversation=caller.conversation)
+        else:
+            episode = self.open(standalone=True)
+        if episode.seats and seat not in episode.seats:
+            seats = ", ".join(episode.seats)
+            raise GatewayError(400, f"episode {episode.id} has no seat {seat!r}; its seats: {seats}. Name "
+                               "one with the X-Sparring-Seat header (or metadata.seat)",
+                               "unknown_seat", "seat")
+        return episode, seat
+
+    async def open_episode(self, episode_id: str) -> OpenEpisode:
+        """The open episode ``episode_id`` (404 if there is none, 409 if it has ended)."""
+        if episode_id in self._open:
+            return self._open[episode_id]
+        status = await self._status(episode_id)
+        if status is None:
+            raise GatewayError(404, f"no episode {episode_id[:64]!r}: open one with POST /v1/episodes and send its id",
+                               "episode_not_found", "episode_id")
+        raise GatewayError(409, f"episode {episode_id} has ended (status {status}): it takes no more model calls; "
+                           "open a new episode with POST /v1/episodes", "episode_ended", "episode_id")
+
+    def turn(self, episode: OpenEpisode, seat: str, policy: Policy, messages: list[Message],
+             sampling: SamplingParams, result: GenerationResult, started: float) -> TurnRecord:
+        """Log a call's turn (and end a one-turn episode). 409 if the episode ended while it ran."""
+        if self._open.get(episode.id) is not episode:
+            raise GatewayError(409, f"episode {episode.id} was ended while this call was generating: its reply is not "
+                               "logged; end an episode only after its calls have answered", "episode_ended",
+                               "episode_id")
+        record = TurnRecord(
+            id=uuid.uuid4().hex, episode_id=episode.id, index=episode.turns, round=episode.rounds.get(seat, 0),
+            seat=seat, seat_kind=SEAT_KIND, policy=policy.label, served_by=result.served_by,
+            backend=policy.backend.name, messages=list(messages), response=result.text,
+            prompt_token_ids=result.prompt_token_ids, completion_token_ids=result.completion_token_ids,
+            logprobs=result.logprobs, finish_reason=result.finish_reason,
+            latency_ms=(time.perf_counter() - started) * 1000, sampling=asdict(sampling))
+        self.recorder.turn(record)
+        episode.turns += 1
+        episode.rounds[seat] = episode.rounds.get(seat, 0) + 1
+        if episode.standalone:
+            self.end(episode.id, EpisodeStatus.SUCCEEDED)
+        return record
+
+    def end(self, episode_id: str, status: EpisodeStatus, *, reward: float | None = None,
+            outcome: dict[str, Any] | None = None, error: str | None = None) -> int:
+        """End an open episode; returns its number of turns."""
+        episode = self._open.pop(episode_id)
+        if episode.conversation is not None:
+            self._conversations.pop(episode.conversation, None)
+        stage = None if status == EpisodeStatus.SUCCEEDED else "client"
+        self.recorder.episode_finished(EpisodeEnd(episode_id, status, reward, episode.turns, dict(outcome or {}),
+                                                  error=error, error_stage=stage))
+        return episode.turns
+
+    async def exists(self, episode_id: str) -> None:
+        """404 unless the episode is open here or stored (ended episodes take rewards too)."""
+        if episode_id not in self._open and await self._status(episode_id) is None:
+            raise GatewayError(404, f"no episode {episode_id[:64]!r}", "episode_not_found", "episode_id")
+
+    async def seat_of_turn(self, episode_id: str, turn_id: str, param: str) -> str:
+        """The seat of turn ``turn_id``, which must be a turn of ``episode_id`` (404 or 400 otherwise)."""
+        found = await self._read(select(TURNS.c.episode_id, TURNS.c.seat).where(TURNS.c.id == turn_id))
+        if found is None:
+            raise GatewayError(404, f"{param}: no turn {turn_id[:64]!r}", "turn_not_found", param)
+        if found.episode_id != episode_id:
+            raise GatewayError(400, f"{param}: turn {turn_id} is a turn of episode {found.episode_id}, not of "
+                               f"{episode_id}: attach it to its own episode", "turn_of_another_episode", param)
+        return str(found.seat)
+
+    def reward(self, record: RewardRecord) -> None:
+        self.recorder.reward(record)
+
+    def judgment(self, record: JudgmentRecord) -> None:
+        self.recorder.judgment(record)
+
+    def close(self) -> int:
+        """Mark the episodes no client ended as interrupted ones; returns how many."""
+        self._open.clear()
+        self._conversations.clear()
+        return self.recorder.abort_running(self.run_id, INTERRUPTED)
+
+    async def _status(self, episode_id: str) -> str | None:
+        found = await self._read(select(EPISODES.c.status).where(EPISODES.c.id == episode_id))
+        return None if found is None else str(found.status)
+
+    async def _read(self, query: Any) -> Any:
+        """One row of ``query`` once every record sent so far is written (None if none)."""
+
+        def read() -> Any:
+            self.recorder.flush()
+            with self.engine.connect() as conn:
+                return conn.execute(query).first()
+
+        return await asyncio.to_thread(read)
+
+
+def _check_name(value: str, what: str) -> None:
+    if not value or len(value) > NAME_LIMIT or not value.isprintable():
+        raise GatewayError(400, f"the {what} must be 1 to {NAME_LIMIT} printable characters, got {value[:40]!r}",
+                           "invalid_request", what)
