@@ -1,12 +1,11 @@
 """Which training tasks a policy still gets wrong: a greedy screen before online RL.
 
 GRPO learns from a task only where its sampled answers differ in reward, and the answer the
-gate and ``sparring eval`` measure is the greedy one, which moves only where the policy's most
-likely answer is wrong. On a task whose greedy answer is already right, reinforcing the right
-samples mostly makes the policy say the same answer more surely. The screen plays each
-candidate task once, greedily (an evaluation like any other: logged as a run of its own, in the
-deciding precision, remembered), and keeps the tasks whose outcome on the role's gate metric
-fell short of full marks.
+gate and ``sparring eval`` measure is the greedy one. The screen plays each candidate task
+once, greedily (an evaluation like any other: logged as a run of its own, in the deciding
+precision, remembered), and keeps the tasks whose outcome on the role's gate metric fell short
+of full marks. Training on those alone can teach the policy the habits of lucky samples (on the
+bundled model: short answers without working, docs/results/2026-11-28-reinforcement.md).
 """
 
 from __future__ import annotations

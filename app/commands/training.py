@@ -293,8 +293,7 @@ def train(
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
     * `sparring train grpo --game math-reflection --role actor --max-steps 24`
     * `sparring train grpo --role actor --tasks arithmetic:1 --screen 400 --seat critic=scripted:always-correct`
-      (GRPO on the problems among 400 whose greedy first answer is wrong: where the answer the gate
-      measures can move)
+      (GRPO on the problems among 400 whose greedy first answer is wrong)
     * `sparring train reward --role verifier --answers actor` (publishes verifier@v1)
     * `sparring train sft --role critic --verdicts truth --max-rows 128` (the critic learns the
       ground truth about the actor's checked answers)
