@@ -234,7 +234,7 @@ def test_the_example_client_plays_an_episode_of_two_seats(lab, served):
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "examples" / "gateway_client.py"
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                           env={"SPARRING_GATEWAY_URL": served.base_url, "PATH": ""})
     assert done.returncode == 0, done.stderr
     episode = done.stdout.split()[1].rstrip(":")

@@ -23,16 +23,19 @@ def _filter(engine, *, game: str | None, status: str | None, seat: str | None, r
     exist would match nothing, silently, so it is an error that lists the valid values; a run
     is given by its id or a unique start of it."""
     from graphs.games import game_registry
+    from storage.logged import logged_games, logged_seats
     from storage.queries import EpisodeFilter, resolve_run_id
     from storage.records import EpisodeStatus
 
     games = game_registry()
-    if game is not None and game not in games:
-        fail(f"--game {game!r}: no such game; games: {', '.join(games)}")
+    if game is not None and game not in games and game not in (logged := logged_games(engine)):
+        fail(f"--game {game!r}: no such game; games: {', '.join(dict.fromkeys([*games, *logged]))}")
     statuses = [s.value for s in EpisodeStatus]
     if status is not None and status not in statuses:
         fail(f"--status {status!r}: no such status; statuses: {', '.join(statuses)}")
     seats = list(dict.fromkeys(s.name for g in games.values() if game in (None, g.name) for s in g.seats))
+    if seat is not None and seat not in seats:  # a seat of a game the registry does not know (sparring gateway's)
+        seats = list(dict.fromkeys([*seats, *logged_seats(engine, game)]))
     if seat is not None and seat not in seats:
         fail(f"--seat {seat!r}: no such seat{f' in {game}' if game else ''}; seats: {', '.join(seats)}")
     try:

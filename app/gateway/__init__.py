@@ -10,3 +10,6 @@ a model name to a policy; ``book`` keeps the open episodes and turns calls into 
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """the largest request body the gateway reads by default (``--max-body-bytes``)"""
+
+SPLIT = "train"
+"""the split of an episode opened without one: training data (the dataset builders read split train only)"""

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
+from app.gateway import SPLIT
 from app.gateway.errors import GatewayError
 from graphs.policies.base import GenerationResult, Message, SamplingParams
 from graphs.policies.policy import Policy
@@ -62,7 +63,7 @@ class Book:
         self._conversations: dict[str, str] = {}
 
     def open(self, *, game: str | None = None, task: dict[str, Any] | None = None, seats: dict[str, str] | None = None,
-             split: str | None = None, difficulty: str | None = None, seed: int = 0,
+             split: str | None = SPLIT, difficulty: str | None = None, seed: int = 0,
              conversation: str | None = None, standalone: bool = False) -> OpenEpisode:
         """Start an episode; ``seats``: seat -> policy label (what plays it, as far as the client says)."""
         task = dict(task or {})

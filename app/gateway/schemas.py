@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.gateway import SPLIT
+
 
 class OpenAIRequest(BaseModel):
     """What chat and text completions share."""
@@ -58,7 +60,8 @@ class EpisodeIn(BaseModel):
     seats: list[str] | dict[str, str] = Field(
         default_factory=list, description="the seats that will call (any seat may when empty); as a mapping, "
         "seat -> the policy that plays it, as the client names it")
-    split: str | None = None
+    split: str | None = Field(SPLIT, min_length=1, max_length=200, description="train: training data; any "
+                              "other (eval, heldout) keeps the episode out of datasets")
     difficulty: str | None = None
     seed: int = 0
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from datasets import Features
 
 from storage.models import DatasetKind
-from training.datasets.credit import context_seats
+from training.datasets.credit import context_seats, reads_seat_rewards
 from training.datasets.reading import EpisodeLog, LogFilter, LoggedTurn, ReadPlan
 
 Row = dict[str, Any]
@@ -57,6 +57,7 @@ class Builder(ABC, Generic[OptionsT]):
             context_seats=context_seats(self.context.game, self.context.role),
             judged_turns=self.needs_judgments(),
             tokens=self.tokens,
+            seat_rewards=reads_seat_rewards(self.context.game),
         )
 
     def needs_judgments(self) -> bool:

@@ -3,7 +3,8 @@ their payloads and their rewards, streamed a chunk of episodes at a time.
 
 Set-based: one query streams the selected episodes (oldest finish first); for each chunk of
 them, one query reads their turns with the payloads and rewards they need (and, when asked,
-one query first reads their judgments, and one their tasks' answers). There is never a query
+one query first reads their judgments, one their tasks' answers, and one the rewards they were
+given with no turn). There is never a query
 per turn or per episode. A selected or judged turn whose payload row is missing is not read.
 Prompt messages stay the JSON text the store holds until a builder asks for them: most read
 turns make no row.
@@ -106,6 +107,8 @@ class ReadPlan:
     """read token ids and behaviour logprobs (the largest payload columns), as ``JSONNumbers``"""
     truths: bool = False
     """read each episode's ground truth (its task's answer) into ``EpisodeLog.truth``"""
+    seat_rewards: bool = False
+    """read the rewards each episode was given for a seat with no turn into ``EpisodeLog.seat_rewards``"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +210,9 @@ class EpisodeLog:
     judgments: list[LoggedJudgment]
     truth: str | None = None
     """the task's answer, read when the plan asks (``ReadPlan.truths``); None without one"""
+    seat_rewards: dict[str, dict[str, float]] = field(default_factory=dict)
+    """seat -> reward name -> value, of the rewards given to the episode with no turn (the latest
+    of one name wins), read when the plan asks (``ReadPlan.seat_rewards``)"""
 
     def turn(self, turn_id: str | None) -> LoggedTurn | None:
         return next((t for t in self.turns if t.turn_id == turn_id), None) if turn_id else None
@@ -225,7 +231,7 @@ def read_episodes(
     statements = (_turn_select(plan, judged=False), _turn_select(plan, judged=True))
     with engine.connect() as conn:
         for rows in conn.execute(episodes).partitions():
-            yield from _read_chunk(conn, statements, rows, truths=plan.truths)
+            yield from _read_chunk(conn, statements, rows, truths=plan.truths, seat_rewards=plan.seat_rewards)
 
 
 def _selected(plan: ReadPlan) -> ColumnElement[bool]:
@@ -263,10 +269,12 @@ def _episode_select(plan: ReadPlan) -> Select[Any]:
 
 
 def _read_chunk(
-    conn: Connection, statements: tuple[Select[Any], Select[Any]], episode_rows: Sequence[Any], *, truths: bool
+    conn: Connection, statements: tuple[Select[Any], Select[Any]], episode_rows: Sequence[Any], *, truths: bool,
+    seat_rewards: bool,
 ) -> list[EpisodeLog]:
     ids = [row.id for row in episode_rows]
     answers = _truths(conn, ids) if truths else {}
+    shared = _seat_rewards(conn, ids) if seat_rewards else {}
     with_judgments = [row.id for row in episode_rows if row.judged]
     judgments = _judgments(conn, with_judgments) if with_judgments else {}
     judged = _named_turns(judgments)
@@ -314,7 +322,7 @@ def _read_chunk(
 
     return [
         EpisodeLog(episode_id, game, task_id, difficulty, split, finished_at, turns[episode_id],
-                   judgments.get(episode_id, []), answers.get(episode_id))
+                   judgments.get(episode_id, []), answers.get(episode_id), shared.get(episode_id, {}))
         for episode_id, game, task_id, difficulty, split, finished_at, _ in episode_rows
         if episode_id in turns and any(t.selected for t in turns[episode_id])
     ]
@@ -328,6 +336,16 @@ def _truths(conn: Connection, episode_ids: list[str]) -> dict[str, str]:
         for episode_id, task in conn.execute(query).all()
         if isinstance(task, dict) and task.get("answer") is not None
     }
+
+
+def _seat_rewards(conn: Connection, episode_ids: list[str]) -> dict[str, dict[str, dict[str, float]]]:
+    """episode id -> seat -> reward name -> value, of the rewards that name no turn (in event order)."""
+    query = (select(_R.c.episode_id, _R.c.seat, _R.c.name, _R.c.value)
+             .where(_R.c.episode_id.in_(episode_ids), _R.c.turn_id.is_(None)).order_by(_R.c.id))
+    found: dict[str, dict[str, dict[str, float]]] = {}
+    for episode_id, seat, name, value in conn.execute(query).all():
+        found.setdefault(episode_id, {}).setdefault(seat, {})[name] = value
+    return found
 
 
 def _judgments(conn: Connection, episode_ids: list[str]) -> dict[str, list[LoggedJudgment]]:

@@ -52,11 +52,11 @@ from typing import Literal, NamedTuple
 from datasets import Features
 
 from graphs.game import GameContractError, Refinements
-from graphs.games import get_game
 from graphs.policies.base import Message
 from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import CORRECT, turn_credits
+from training.datasets.external import registered_game
 from training.datasets.formats import FLOAT, MESSAGES, TURN_METADATA, assistant, chat
 from training.datasets.reading import EpisodeLog, LogFilter, LoggedTurn, ReadPlan
 
@@ -117,7 +117,8 @@ class _FirstAnswer(NamedTuple):
 def refinements_of(game: str, role: str) -> Refinements:
     """The game's refinements for ``role``; GameContractError, saying what to do instead, when the
     game has none or they are another seat's."""
-    refinements = get_game(game).refinements
+    spec = registered_game(game)
+    refinements = spec.refinements if spec is not None else None
     if refinements is None:
         raise GameContractError(f"game {game!r} declares no refinements (GameSpec.refinements): no seat of it "
                                 "learns a refinement turn from its first answers; build without refinements")

@@ -39,6 +39,7 @@ from training.datasets.errors import (
     SnapshotNotFoundError,
 )
 from training.datasets.policy_gradient import PolicyGradientRows, PPOOptions
+from training.datasets.external import registered_game
 from training.datasets.preference import DPOOptions, PreferencePairs
 from training.datasets.reading import DEFAULT_CHUNK_EPISODES, EpisodeLog, LogFilter, read_episodes
 from training.datasets.reward_model import BalancedRewardRows, RewardOptions
@@ -394,6 +395,9 @@ def _empty_message(
     if cause:
         return f"no rows for role {role} since {start} ({where}; {read}): {cause}"
     hint = f"play more episodes with `sparring play {game} --episodes 32`"
+    if registered_game(game) is None:
+        hint = (f"{game} is not a registered game, so its episodes come from `sparring gateway --game {game}`: play "
+                f"more through it, and reward {role}'s turns (docs/gateway.md)")
     if builder.needs_samples():
         hint += " (this kind compares samples of one state: add `--samples 4`)"
     if since is None and tracker.episodes == 0:

@@ -38,11 +38,11 @@ from datetime import datetime
 from datasets import Features, Value
 
 from graphs.game import GameContractError, TruthVerdicts
-from graphs.games import get_game
 from storage.models import DatasetKind
 from training.datasets.balance import CheckedAnswer, answer_rank, balanced_pairs, lowest_ranked_pairs
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import CORRECT
+from training.datasets.external import registered_game
 from training.datasets.formats import MESSAGES, TURN_METADATA, assistant, chat
 from training.datasets.reading import EpisodeLog, LogFilter, ReadPlan
 from training.datasets.sft import SFTOptions
@@ -52,7 +52,8 @@ from training.datasets.spill import Spill
 def truth_verdicts_of(game: str, role: str) -> TruthVerdicts:
     """The game's truth verdicts for ``role``; GameContractError, saying what to do instead, when
     the game has none or ``role`` is not their judge seat."""
-    truth = get_game(game).truth_verdicts
+    spec = registered_game(game)
+    truth = spec.truth_verdicts if spec is not None else None
     if truth is None:
         raise GameContractError(f"game {game!r} declares no truth verdicts (GameSpec.truth_verdicts): no seat of "
                                 "it learns its verdicts from the ground truth; build the role's own rows instead "
