@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import openai
+import pytest
 import uvicorn
 from sqlalchemy import Engine, text
 from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_tokenizer
@@ -102,3 +104,15 @@ def serve(lab: Lab, *, token: str | None = None, host: str = "127.0.0.1", max_to
         finally:
             server.should_exit = True
             thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def served(lab: Lab) -> Iterator[Served]:
+    """The gateway over the requesting module's ``lab`` fixture, for the whole module."""
+    with serve(lab) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(served: Served) -> openai.OpenAI:
+    return openai.OpenAI(base_url=served.base_url, api_key="none", max_retries=0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from gateway_lab import Lab, Served, make_lab, serve
+from gateway_lab import Lab, Served, client, make_lab, serve, served  # noqa: F401 (module fixtures over `lab`)
 
 EPISODE, SEAT, CONVERSATION = "X-Sparring-Episode", "X-Sparring-Seat", "X-Sparring-Conversation"
 ASK = [{"role": "user", "content": "What is 2 + 3?"}]
@@ -17,17 +17,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
     lab = make_lab(tmp_path_factory.mktemp("gateway"))
     lab.publish("solver")
     return lab
-
-
-@pytest.fixture(scope="module")
-def served(lab: Lab):
-    with serve(lab) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def client(served: Served) -> openai.OpenAI:
-    return openai.OpenAI(base_url=served.base_url, api_key="none", max_retries=0)
 
 
 def open_episode(client: openai.OpenAI, **body: object) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import openai
 import pytest
 from cli_calls import cli, refused, unwrapped
-from gateway_lab import Lab, Served, make_lab, serve
+from gateway_lab import Lab, client, make_lab, served  # noqa: F401 (module fixtures over `lab`)
 
 from training.registry import promote
 
@@ -25,17 +25,6 @@ def ask(question: str) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
     return make_lab(tmp_path_factory.mktemp("gateway-training"))
-
-
-@pytest.fixture(scope="module")
-def served(lab: Lab):
-    with serve(lab) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def client(served: Served) -> openai.OpenAI:
-    return openai.OpenAI(base_url=served.base_url, api_key="none", max_retries=0)
 
 
 @pytest.fixture

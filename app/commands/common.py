@@ -36,6 +36,19 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def api_token_for(host: str) -> str | None:
+    """The API token (``SPARRING_API_TOKEN``) a server bound to ``host`` requires, or None on a
+    loopback bind without one; exits with the fix when another bind has none."""
+    from app.server.security import TOKEN_SETTING, BindError, check_bind
+
+    token = os.environ.get(TOKEN_SETTING) or None
+    try:
+        check_bind(host, token)
+    except BindError as exc:
+        fail(str(exc))
+    return token
+
+
 def one_line(exc: BaseException, limit: int = 600) -> str:
     """An error's message on one line and at most ``limit`` characters: a library's own (a
     tensor size mismatch, a server's reply) can run to thousands of lines. Keys and passwords are masked."""

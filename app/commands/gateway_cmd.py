@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from app.commands.common import DbOption, clean_up_stale_work, err, fail, settings_or_exit, store_or_exit
+from app.commands.common import (
+    DbOption, api_token_for, clean_up_stale_work, err, settings_or_exit, store_or_exit,
+)
 from app.commands.settings_cmd import mask_url
 from app.gateway import MAX_BODY_BYTES
 from storage.redact import redact
@@ -53,16 +54,11 @@ def gateway(
     import uvicorn
 
     from app.gateway.app import create_app, gateway_session, model_context
-    from app.server.security import TOKEN_SETTING, BindError, check_bind
     from app.wiring import PolicyFactory
     from graphs.policies.base import SamplingParams
 
     settings = settings_or_exit(database_url=db)
-    token = os.environ.get(TOKEN_SETTING) or None
-    try:
-        check_bind(host, token)
-    except BindError as exc:
-        fail(str(exc))
+    token = api_token_for(host)
     engine = store_or_exit(settings)
     clean_up_stale_work(engine)
     factory = PolicyFactory(settings, SamplingParams(), engine)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
 from rich.markup import escape
 
-from app.commands.common import DbOption, err, fail, settings_or_exit
+from app.commands.common import DbOption, api_token_for, err, settings_or_exit
 from app.commands.settings_cmd import mask_url
 from storage.redact import redact
 
@@ -44,14 +43,9 @@ def serve(
     import uvicorn
 
     from app.server.app import create_app
-    from app.server.security import TOKEN_SETTING, BindError, check_bind
 
     settings = settings_or_exit(database_url=db)
-    token = os.environ.get(TOKEN_SETTING) or None
-    try:
-        check_bind(host, token)
-    except BindError as exc:
-        fail(str(exc))
+    token = api_token_for(host)
     app = create_app(settings.database_url, token=token, host=host, allowed_hosts=tuple(allow_host or ()))
     try:
         app.state.store.engine()
