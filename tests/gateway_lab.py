@@ -4,9 +4,6 @@ real registry, the real app served by uvicorn in a thread on a free loopback por
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,9 +11,9 @@ from pathlib import Path
 
 import openai
 import pytest
-import uvicorn
 from sqlalchemy import Engine, text
 from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_tokenizer
+from uvicorn_thread import serving
 
 from app.gateway.app import create_app, gateway_session
 from app.gateway.service import Gateway
@@ -76,12 +73,6 @@ class Served:
         self.gateway.book.recorder.flush()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextmanager
 def serve(lab: Lab, *, token: str | None = None, host: str = "127.0.0.1", max_tokens: int = 64,
           max_body_bytes: int = 64 * 1024, game: str = "external") -> Iterator[Served]:
@@ -91,19 +82,8 @@ def serve(lab: Lab, *, token: str | None = None, host: str = "127.0.0.1", max_to
     factory.model_backend()
     with gateway_session(lab.engine, factory, game=game, max_tokens=max_tokens) as gateway:
         app = create_app(gateway, token=token, host=host, max_body_bytes=max_body_bytes)
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.started, "uvicorn did not start within 30 s"
-        try:
+        with serving(app) as port:
             yield Served(f"http://127.0.0.1:{port}/v1", gateway)
-        finally:
-            server.should_exit = True
-            thread.join(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -9,16 +9,15 @@ nowhere, and that every screenshot is a picture, not a blank page.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from factories import record_episode
+from uvicorn_thread import serving
+
 from storage.engine import open_store
 from storage.records import EpisodeStatus
 from storage.recorder import Recorder
@@ -34,7 +33,6 @@ PAYLOAD = '<img src=x onerror="document.body.dataset.pwned=1"> the critic says 1
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """A served store: two succeeded episodes of smollm2@base, a failed one of actor@v1 on the
     same task whose last turn carries markup; and the paths the server was asked for."""
-    import uvicorn
     from starlette.requests import Request
 
     from app.server.app import create_app
@@ -58,19 +56,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         asked.append(request.url.path)
         return await call_next(request)
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start within 20 s"
-    yield {"base": f"http://127.0.0.1:{port}", "ok": ok, "failed": failed, "asked": asked}
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(app) as port:
+        yield {"base": f"http://127.0.0.1:{port}", "ok": ok, "failed": failed, "asked": asked}
 
 
 def _open(site: dict, path: str, shot: Path, *, wait_ms: int = 1500) -> str:
