@@ -28,7 +28,8 @@ from graphs.policies.base import (
 from graphs.policies.openai_backend import OpenAIBackend, RetryPolicy, with_retries
 from storage.engine import open_store
 from storage.models import Episode, EpisodePayload, Turn, TurnPayload
-from vllm_double import EOS, VllmDouble, free_port
+from uvicorn_thread import free_port
+from vllm_double import EOS, VllmDouble
 
 FAST = RetryPolicy(retries=4, initial_delay_s=0.01, max_delay_s=0.05)
 HI = [{"role": "user", "content": "What is 2 + 3?"}]

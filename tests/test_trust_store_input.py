@@ -11,7 +11,6 @@ import http.client
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from factories import record_episode
+from uvicorn_thread import free_port
 from storage.engine import POSTGRES_INSTALL, DatabaseError, open_store
 from storage.models import Run
 from storage.recorder import Recorder
@@ -176,7 +176,7 @@ def test_reading_a_sqlite_file_nobody_may_write_needs_no_write_access(read_only_
                                  f"sqlite:///{read_only_store}", "--format", "json"], cwd="/", env=_environ(home),
                                 capture_output=True, text=True, timeout=120)
         assert listed.returncode == 0 and "read-only-task" in listed.stdout, listed.stderr
-        port = _free_port()
+        port = free_port()
         log = home / "serve.log"
         with log.open("w") as output:
             server = subprocess.Popen([*_as_nobody(), sys.executable, "-m", "app.cli", "serve", "--port", str(port),
@@ -191,12 +191,6 @@ def test_reading_a_sqlite_file_nobody_may_write_needs_no_write_access(read_only_
         assert sorted(p.name for p in read_only_store.parent.iterdir()) == ["store.db"]  # nothing written beside it
     finally:
         shutil.rmtree(home, ignore_errors=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _get(port: int, path: str, server: subprocess.Popen, log: Path) -> int:

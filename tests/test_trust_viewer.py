@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from app.server.app import create_app
 from factories import episode_end, episode_start, turn_record
+from uvicorn_thread import free_port
 from storage.engine import open_store
 from storage.recorder import Recorder
 
@@ -134,15 +134,9 @@ def test_a_bad_database_url_is_a_503_with_the_cause_and_no_password(url: str):
         assert "****" in c.get("/api/health").json()["detail"] or "127.0.0.1" in c.get("/api/health").text
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_real_server_refuses_a_rebound_host_and_prints_no_password(tmp_path):
     """`sparring serve` as users start it, asked as the campaign's curl did."""
-    port = _free_port()
+    port = free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SPARRING_")}
     environ["SPARRING_DATA_DIR"] = str(tmp_path / "data")
     store = tmp_path / "store.db"
@@ -174,7 +168,7 @@ def test_a_real_server_refuses_a_rebound_host_and_prints_no_password(tmp_path):
         server.wait(timeout=60)
     broken_log = tmp_path / "broken.log"
     with broken_log.open("w") as output:  # a URL without a database name: the server starts, and warns
-        broken = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(_free_port()), "--db",
+        broken = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(free_port()), "--db",
                                    f"postgresql+psycopg://postgres:{PASSWORD}@127.0.0.1:5432"],
                                   env=environ, stdout=output, stderr=subprocess.STDOUT)
     try:

@@ -1,4 +1,4 @@
-"""A real uvicorn server for an ASGI app, on a free loopback port, in a thread of the test."""
+"""A free loopback port for a test server, and a real uvicorn server for an ASGI app on one, in a thread."""
 
 from __future__ import annotations
 

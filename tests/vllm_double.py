@@ -12,22 +12,17 @@ Stopping it and starting another on the same port is a server restart: adapters 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from uvicorn_thread import free_port
+
 EOS = 2
 BASE = "bundled"
 PROMPT_IDS = (1, 2, 3)
 """The ids of every chat prompt (its prompt_token_ids)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class VllmDouble:
