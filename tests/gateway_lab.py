@@ -1,5 +1,6 @@
 """A `sparring gateway` for tests: a tiny random model as the base, random LoRA versions in a
-real registry, the real app served by uvicorn in a thread on a free loopback port, a SQLite store."""
+real registry, the real app served by uvicorn in a thread on a free loopback port, a SQLite store
+(or another store the test names)."""
 
 from __future__ import annotations
 
@@ -55,10 +56,11 @@ class Lab:
                 for row in found]
 
 
-def make_lab(root: Path) -> Lab:
+def make_lab(root: Path, database_url: str | None = None) -> Lab:
+    """A lab in ``root``, on a SQLite file there unless ``database_url`` names another store."""
     base = save_tiny_model(root / "tiny")
-    settings = load_settings(model=str(base), database_url=f"sqlite:///{root / 'gateway.db'}", device="cpu",
-                             cache_dir=str(root / "cache"), data_dir=str(root / "data"))
+    settings = load_settings(model=str(base), database_url=database_url or f"sqlite:///{root / 'gateway.db'}",
+                             device="cpu", cache_dir=str(root / "cache"), data_dir=str(root / "data"))
     return Lab(root, settings, open_store(settings.database_url))
 
 

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, event, func, select
+from sqlalchemy import Engine, delete, event, func, select, update
 from trl.data_utils import apply_chat_template, is_conversational
 
+from graphs.policies.base import CANCELLED
 from storage.models import DatasetSnapshot, TurnPayload
 from storage.recorder import Recorder
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
+from storage.rows import TURNS
 from tests.factories import T0, new_id
 from training.datasets import (
     DatasetMismatchError,
@@ -606,6 +608,18 @@ def test_builds_take_model_turns_only_and_filter_policies_exactly(store: Engine,
     assert turns("base") == {actor_turn(None)}
     with pytest.raises(EmptyDatasetError, match="a scripted bot's turns are never training data"):
         turns("scripted:calculator")
+
+def test_a_turn_whose_caller_went_away_is_never_a_row(store: Engine, tmp_path: Path) -> None:
+    """A turn logged with finish reason "cancelled" (the gateway's record of a client that closed
+    its connection) is no answer, though its episode succeeded and its reward says right."""
+    with Recorder(store) as rec:
+        kept = play_math(rec, "t1", ["5"], ["correct"], minute=0)
+        gone = play_math(rec, "t1", ["5"], ["correct"], minute=1)
+    with store.begin() as conn:
+        conn.execute(update(TURNS).where(TURNS.c.id == gone.actor[0].id).values(finish_reason=CANCELLED))
+    for kind in ("sft", "kto", "ppo"):
+        assert {row["turn_id"] for row in rows_of(build(store, kind, "actor", tmp_path).path)} == {kept.actor[0].id}
+
 
 
 # --- snapshots ------------------------------------------------------------------------------

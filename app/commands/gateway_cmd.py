@@ -24,7 +24,8 @@ def gateway(
     game: Annotated[str, typer.Option("--game", help="The game name the logged episodes get (your agent's game: "
                                       "filter, export and build datasets by it).")] = "external",
     max_tokens: Annotated[int, typer.Option(min=1, help="Most tokens one request may ask to generate (at most the "
-                                            "model's context); a request asking more is refused.")]
+                                            "model's context, less the prompt); a request asking more is "
+                                            "refused.")]
     = DEFAULT_MAX_TOKENS,
     max_body_bytes: Annotated[int, typer.Option(min=1024, help="Largest request body accepted, in bytes.")]
     = MAX_BODY_BYTES,
@@ -40,6 +41,9 @@ def gateway(
     POST /v1/episodes opens an episode, /v1/episodes/ID/rewards, /judgments and /end score and
     end it. Episodes not ended when the gateway stops are marked failed as interrupted.
     Responses carry token ids (prompt_token_ids, choices[].token_ids) and, when asked, logprobs.
+    Refused by name (400): fields it does not serve (n>1, tools, response_format JSON...) and
+    replies that do not fit the model's context; a client that goes away cancels its generation;
+    while the database is unreachable requests get 503, and succeed again once it is back.
     Bound to 127.0.0.1 by default; another address needs SPARRING_API_TOKEN, which clients send
     as their api_key. Manual: docs/gateway.md.
 

@@ -3,8 +3,10 @@ every call as a turn, so agents sparring did not write can play and be trained (
 
 ``app`` builds the FastAPI application; ``openai_api`` serves /v1/models, /v1/chat/completions
 and /v1/completions; ``episodes_api`` opens, rewards, judges and ends episodes; ``naming`` maps
-a model name to a policy; ``book`` keeps the open episodes and turns calls into records;
-``replies`` writes OpenAI's response bodies; ``guard`` checks who may call and how much;
+a model name to a policy; ``service`` places a call, bounds its reply and generates it;
+``book`` keeps the open episodes and turns calls into records, which ``ledger`` writes (and
+outlives an outage of the store); ``replies`` writes OpenAI's response bodies; ``guard`` checks
+who may call and how much; ``unserved`` refuses the request fields the gateway does not serve;
 ``errors`` is OpenAI's error format.
 """
 

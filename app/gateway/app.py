@@ -1,8 +1,8 @@
 """The gateway's FastAPI application, and the session that logs what it serves.
 
 ``gateway_session`` opens one run for the gateway process (its episodes belong to it) and the
-Recorder; when it closes, the episodes no client ended are marked failed as interrupted ones
-(error_stage "interrupted") and the run is finished. ``create_app`` serves a Gateway behind the
+Ledger it writes through; when it closes, the episodes no client ended are marked failed as
+interrupted ones (error_stage "interrupted") and the run is finished. ``create_app`` serves a Gateway behind the
 Guard (host, token, body size); its shutdown closes the model backends.
 """
 
@@ -18,13 +18,13 @@ from app.gateway import MAX_BODY_BYTES, episodes_api, openai_api
 from app.gateway.book import Book
 from app.gateway.errors import HANDLERS
 from app.gateway.guard import Guard
+from app.gateway.ledger import Ledger
 from app.gateway.naming import ModelNames
 from app.gateway.service import Gateway
 from app.server.security import is_loopback
 from app.wiring import PolicyFactory
 from graphs.policies.base import Backend
 from storage.models import RunStatus
-from storage.recorder import Recorder
 from storage.records import RunRecord
 
 
@@ -33,16 +33,16 @@ def gateway_session(engine: Engine, factory: PolicyFactory, *, game: str, max_to
                     config: dict[str, object] | None = None) -> Iterator[Gateway]:
     """A Gateway logging into ``engine`` under a run of its own, for as long as the block runs."""
     run = RunRecord.new(game, {"gateway": True, **(config or {})}, factory.settings.seed)
-    with Recorder(engine) as recorder:
-        recorder.start_run(run)
-        book = Book(recorder, engine, game=game, run_id=run.id)
+    with Ledger(engine) as ledger:
+        ledger.recorder.start_run(run)
+        book = Book(ledger, game=game, run_id=run.id)
         status = RunStatus.INTERRUPTED
         try:
-            yield Gateway(ModelNames(factory, engine), book, max_tokens)
+            yield Gateway(ModelNames(factory, engine), book, max_tokens, model_context(factory.model_backend()))
             status = RunStatus.FINISHED
         finally:
             interrupted = book.close()
-            recorder.finish_run(run.id, status, {"episodes_not_ended": interrupted})
+            ledger.recorder.finish_run(run.id, status, {"episodes_not_ended": interrupted})
 
 
 def model_context(backend: Backend) -> int | None:

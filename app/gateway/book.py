@@ -5,9 +5,14 @@ A call names its episode and seat (``X-Sparring-Episode`` / ``X-Sparring-Seat`` 
 episode of its conversation (``X-Sparring-Conversation`` or ``metadata.conversation_id``:
 opened by its first call, kept until ended) or stands alone as a one-turn episode. Episodes
 live in memory while open; everything else is read back from the store. Records go through
-the Recorder (batched, off the request path), under one run per gateway process: when the
-gateway stops, the episodes no client ended are marked failed as interrupted ones are
-(``Recorder.abort_running``); if it is killed, the next command's stale-work cleanup marks them.
+the Ledger (the Recorder, waited for before a request is answered), under one run per gateway
+process: when the gateway stops, the episodes no client ended are marked failed as interrupted
+ones are (``Recorder.abort_running``); if it is killed, the next command's stale-work cleanup
+marks them.
+
+After an outage of the store (``app.gateway.ledger``), what the Book holds about an episode may
+be ahead of the store: its turn counts, even its start. Before writing to such an episode again,
+the Book reads what the store has and goes on from there (``_settle``).
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import func, select
 
 from app.gateway import SPLIT
 from app.gateway.errors import GatewayError
-from graphs.policies.base import GenerationResult, Message, SamplingParams
+from app.gateway.ledger import Ledger
+from graphs.policies.base import CANCELLED, GenerationResult, Message, SamplingParams
 from graphs.policies.policy import Policy
+from storage.orphans import INTERRUPTED_STAGE
 from storage.recorder import Recorder
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
 from storage.rows import EPISODES, TURNS
@@ -31,6 +38,7 @@ from storage.rows import EPISODES, TURNS
 SEAT_KIND = "learner"
 TASK_SOURCE = "gateway"
 INTERRUPTED = "interrupted: the gateway stopped before a client ended the episode"
+CLIENT_GONE = "interrupted: the client closed its connection before the reply"
 NAME_LIMIT = 200
 
 
@@ -46,6 +54,7 @@ class Caller:
 @dataclass
 class OpenEpisode:
     id: str
+    start: EpisodeStart
     seats: tuple[str, ...]
     """the seats declared when it was opened (empty: any seat may call)"""
     conversation: str | None = None
@@ -54,27 +63,41 @@ class OpenEpisode:
     turns: int = 0
     rounds: dict[str, int] = field(default_factory=dict)
     """turns taken so far, by seat"""
+    outages: int = 0
+    """the Ledger's outage count when this was last known to match the store"""
 
 
 class Book:
-    def __init__(self, recorder: Recorder, engine: Engine, *, game: str, run_id: str) -> None:
-        self.recorder, self.engine, self.game, self.run_id = recorder, engine, game, run_id
+    def __init__(self, ledger: Ledger, *, game: str, run_id: str) -> None:
+        self.ledger, self.game, self.run_id = ledger, game, run_id
         self._open: dict[str, OpenEpisode] = {}
         self._conversations: dict[str, str] = {}
+        self._settling = asyncio.Lock()
 
-    def open(self, *, game: str | None = None, task: dict[str, Any] | None = None, seats: dict[str, str] | None = None,
-             split: str | None = SPLIT, difficulty: str | None = None, seed: int = 0,
-             conversation: str | None = None, standalone: bool = False) -> OpenEpisode:
+    @property
+    def recorder(self) -> Recorder:
+        """The Recorder writing now (another one after an outage)."""
+        return self.ledger.recorder
+
+    async def open(self, *, game: str | None = None, task: dict[str, Any] | None = None,
+                   seats: dict[str, str] | None = None, split: str | None = SPLIT, difficulty: str | None = None,
+                   seed: int = 0, conversation: str | None = None, standalone: bool = False) -> OpenEpisode:
         """Start an episode; ``seats``: seat -> policy label (what plays it, as far as the client says)."""
-        task = dict(task or {})
-        episode = OpenEpisode(uuid.uuid4().hex, tuple(seats or ()), conversation, standalone)
-        self.recorder.episode_started(EpisodeStart(
-            id=episode.id, run_id=self.run_id, game=game or self.game,
-            task_id=str(task.get("id") or conversation or episode.id), task_source=TASK_SOURCE, split=split,
-            difficulty=difficulty, seed=seed, seats=dict(seats or {}), task=task))
+        task, episode_id = dict(task or {}), uuid.uuid4().hex
+        start = EpisodeStart(id=episode_id, run_id=self.run_id, game=game or self.game,
+                             task_id=str(task.get("id") or conversation or episode_id), task_source=TASK_SOURCE,
+                             split=split, difficulty=difficulty, seed=seed, seats=dict(seats or {}), task=task)
+        episode = OpenEpisode(episode_id, start, tuple(seats or ()), conversation, standalone,
+                              outages=self.ledger.outages)
         self._open[episode.id] = episode
         if conversation is not None:
             self._conversations[conversation] = episode.id
+        try:
+            await self.ledger.commit(start)
+        except GatewayError:
+            if conversation is None:  # nobody else knows it; a conversation's next call settles it
+                self._forget(episode)
+            raise
         return episode
 
     async def place(self, caller: Caller, default_seat: str) -> tuple[OpenEpisode, str]:
@@ -86,9 +109,9 @@ class Book:
         elif caller.conversation is not None:
             _check_name(caller.conversation, "conversation id")
             known = self._conversations.get(caller.conversation)
-            episode = self._open[known] if known is not None else self.open(conversation=caller.conversation)
+            episode = self._open[known] if known is not None else await self.open(conversation=caller.conversation)
         else:
-            episode = self.open(standalone=True)
+            episode = await self.open(standalone=True)
         if episode.seats and seat not in episode.seats:
             seats = ", ".join(episode.seats)
             raise GatewayError(400, f"episode {episode.id} has no seat {seat!r}; its seats: {seats}. Name "
@@ -107,9 +130,10 @@ class Book:
         raise GatewayError(409, f"episode {episode_id} has ended (status {status}): it takes no more model calls; "
                            "open a new episode with POST /v1/episodes", "episode_ended", "episode_id")
 
-    def turn(self, episode: OpenEpisode, seat: str, policy: Policy, messages: list[Message],
-             sampling: SamplingParams, result: GenerationResult, started: float) -> TurnRecord:
+    async def turn(self, episode: OpenEpisode, seat: str, policy: Policy, messages: list[Message],
+                   sampling: SamplingParams, result: GenerationResult, started: float) -> TurnRecord:
         """Log a call's turn (and end a one-turn episode). 409 if the episode ended while it ran."""
+        await self._settle(episode)
         if self._open.get(episode.id) is not episode:
             raise GatewayError(409, f"episode {episode.id} was ended while this call was generating: its reply is not "
                                "logged; end an episode only after its calls have answered", "episode_ended",
@@ -121,23 +145,40 @@ class Book:
             prompt_token_ids=result.prompt_token_ids, completion_token_ids=result.completion_token_ids,
             logprobs=result.logprobs, finish_reason=result.finish_reason,
             latency_ms=(time.perf_counter() - started) * 1000, sampling=asdict(sampling))
-        self.recorder.turn(record)
         episode.turns += 1
         episode.rounds[seat] = episode.rounds.get(seat, 0) + 1
+        records: list[Any] = [record]
         if episode.standalone:
-            self.end(episode.id, EpisodeStatus.SUCCEEDED)
+            self._forget(episode)
+            records.append(_standalone_end(episode, result.finish_reason))
+        await self.ledger.commit(*records)
         return record
 
-    def end(self, episode_id: str, status: EpisodeStatus, *, reward: float | None = None,
-            outcome: dict[str, Any] | None = None, error: str | None = None) -> int:
-        """End an open episode; returns its number of turns."""
-        episode = self._open.pop(episode_id)
-        if episode.conversation is not None:
-            self._conversations.pop(episode.conversation, None)
+    async def end(self, episode_id: str, status: EpisodeStatus, *, reward: float | None = None,
+                  outcome: dict[str, Any] | None = None, error: str | None = None) -> int:
+        """End an open episode (404 if there is none, 409 if it has ended); returns its number of turns."""
+        episode = await self.open_episode(episode_id)
+        await self._settle(episode)
+        if self._open.get(episode_id) is not episode:  # ended meanwhile, or its end was stored before an outage
+            await self.open_episode(episode_id)  # the 409 that says so
+            raise GatewayError(409, f"episode {episode_id} is being ended by another request", "episode_ended",
+                               "episode_id")
+        self._forget(episode)
         stage = None if status == EpisodeStatus.SUCCEEDED else "client"
-        self.recorder.episode_finished(EpisodeEnd(episode_id, status, reward, episode.turns, dict(outcome or {}),
-                                                  error=error, error_stage=stage))
+        try:
+            await self.ledger.commit(EpisodeEnd(episode_id, status, reward, episode.turns, dict(outcome or {}),
+                                                error=error, error_stage=stage))
+        except GatewayError:
+            self._keep(episode)  # the client may send its end again
+            raise
         return episode.turns
+
+    async def fail(self, episode: OpenEpisode, error: str) -> None:
+        """End a one-turn episode whose call failed; a client's episode stays open for its next call."""
+        if episode.standalone and self._open.get(episode.id) is episode:
+            self._forget(episode)
+            await self.ledger.commit(EpisodeEnd(episode.id, EpisodeStatus.FAILED, None, episode.turns,
+                                                error=error, error_stage="client"))
 
     async def exists(self, episode_id: str) -> None:
         """404 unless the episode is open here or stored (ended episodes take rewards too)."""
@@ -154,11 +195,11 @@ class Book:
                                f"{episode_id}: attach it to its own episode", "turn_of_another_episode", param)
         return str(found.seat)
 
-    def reward(self, record: RewardRecord) -> None:
-        self.recorder.reward(record)
+    async def reward(self, record: RewardRecord) -> None:
+        await self._event(record.episode_id, record)
 
-    def judgment(self, record: JudgmentRecord) -> None:
-        self.recorder.judgment(record)
+    async def judgment(self, record: JudgmentRecord) -> None:
+        await self._event(record.episode_id, record)
 
     def close(self) -> int:
         """Mark the episodes no client ended as interrupted ones; returns how many."""
@@ -166,19 +207,72 @@ class Book:
         self._conversations.clear()
         return self.recorder.abort_running(self.run_id, INTERRUPTED)
 
+    async def _event(self, episode_id: str, record: RewardRecord | JudgmentRecord) -> None:
+        if (episode := self._open.get(episode_id)) is not None:
+            await self._settle(episode)
+        await self.ledger.commit(record)
+
+    async def _settle(self, episode: OpenEpisode) -> None:
+        """After an outage: take the episode's turn counts from the store, write its start again
+        if the store lost it, and forget it if its end was stored (the 409 path of the caller)."""
+        if episode.outages == self.ledger.outages:
+            return
+        async with self._settling:
+            outages = self.ledger.outages
+            if episode.outages == outages:
+                return
+            status, rounds = await self._stored(episode.id)
+            if status is None:
+                await self.ledger.commit(episode.start)
+            elif status != EpisodeStatus.RUNNING:
+                self._forget(episode)
+            episode.turns, episode.rounds, episode.outages = sum(rounds.values()), rounds, outages
+
+    async def _stored(self, episode_id: str) -> tuple[str | None, dict[str, int]]:
+        """The episode's status in the store (None if it is not there) and its stored turns by seat."""
+        await self.ledger.commit()
+
+        def read() -> tuple[str | None, dict[str, int]]:
+            with self.ledger.engine.connect() as conn:
+                status = conn.execute(select(EPISODES.c.status).where(EPISODES.c.id == episode_id)).scalar()
+                counts = conn.execute(select(TURNS.c.seat, func.count()).where(TURNS.c.episode_id == episode_id)
+                                      .group_by(TURNS.c.seat))
+                return status, {str(seat): int(count) for seat, count in counts}
+
+        return await asyncio.to_thread(read)
+
+    def _forget(self, episode: OpenEpisode) -> None:
+        self._open.pop(episode.id, None)
+        if episode.conversation is not None and self._conversations.get(episode.conversation) == episode.id:
+            del self._conversations[episode.conversation]
+
+    def _keep(self, episode: OpenEpisode) -> None:
+        """Hold ``episode`` open again (its end was not stored)."""
+        self._open[episode.id] = episode
+        if episode.conversation is not None:
+            self._conversations.setdefault(episode.conversation, episode.id)
+
     async def _status(self, episode_id: str) -> str | None:
         found = await self._read(select(EPISODES.c.status).where(EPISODES.c.id == episode_id))
         return None if found is None else str(found.status)
 
     async def _read(self, query: Any) -> Any:
         """One row of ``query`` once every record sent so far is written (None if none)."""
+        await self.ledger.commit()
 
         def read() -> Any:
-            self.recorder.flush()
-            with self.engine.connect() as conn:
+            with self.ledger.engine.connect() as conn:
                 return conn.execute(query).first()
 
         return await asyncio.to_thread(read)
+
+
+def _standalone_end(episode: OpenEpisode, finish_reason: str) -> EpisodeEnd:
+    """A one-turn episode ends with its turn: failed as interrupted when its client went away."""
+    if finish_reason == CANCELLED:
+        return EpisodeEnd(episode.id, EpisodeStatus.FAILED, None, episode.turns, error=CLIENT_GONE,
+                          error_stage=INTERRUPTED_STAGE)
+    return EpisodeEnd(episode.id, EpisodeStatus.SUCCEEDED, None, episode.turns)
 
 
 def _check_name(value: str, what: str) -> None:

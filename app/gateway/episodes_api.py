@@ -28,8 +28,8 @@ def gateway_of(request: Request) -> Gateway:
 async def open_episode(body: EpisodeIn, request: Request) -> dict[str, Any]:
     book = gateway_of(request).book
     seats = body.seats if isinstance(body.seats, dict) else dict.fromkeys(body.seats, "external")
-    episode = book.open(game=body.game, task=body.task, seats=seats, split=body.split, difficulty=body.difficulty,
-                        seed=body.seed)
+    episode = await book.open(game=body.game, task=body.task, seats=seats, split=body.split,
+                              difficulty=body.difficulty, seed=body.seed)
     return {"id": episode.id, "game": body.game or book.game, "seats": list(seats)}
 
 
@@ -44,7 +44,7 @@ async def add_reward(episode_id: str, body: RewardIn, request: Request) -> dict[
     if seat is None:
         raise GatewayError(400, "seat: name the seat the reward is for (or the turn_id it rewards)", "invalid_request",
                            "seat")
-    book.reward(RewardRecord(episode_id, seat, body.name, body.value, turn_id=body.turn_id, info=body.info))
+    await book.reward(RewardRecord(episode_id, seat, body.name, body.value, turn_id=body.turn_id, info=body.info))
     return {"episode_id": episode_id, "seat": seat, "name": body.name, "value": body.value, "turn_id": body.turn_id}
 
 
@@ -55,14 +55,12 @@ async def add_judgment(episode_id: str, body: JudgmentIn, request: Request) -> d
     for name in ("preferred_turn_id", "rejected_turn_id", "judge_turn_id"):
         if (turn_id := getattr(body, name)) is not None:
             await book.seat_of_turn(episode_id, turn_id, name)
-    book.judgment(JudgmentRecord(episode_id=episode_id, **body.model_dump()))
+    await book.judgment(JudgmentRecord(episode_id=episode_id, **body.model_dump()))
     return {"episode_id": episode_id, **body.model_dump()}
 
 
 @router.post("/{episode_id}/end", summary="End an episode: it takes no more calls")
 async def end_episode(episode_id: str, body: EpisodeEndIn, request: Request) -> dict[str, Any]:
-    book = gateway_of(request).book
-    await book.open_episode(episode_id)
-    turns = book.end(episode_id, EpisodeStatus(body.status), reward=body.reward, outcome=body.outcome,
-                     error=body.error)
+    turns = await gateway_of(request).book.end(episode_id, EpisodeStatus(body.status), reward=body.reward,
+                                               outcome=body.outcome, error=body.error)
     return {"id": episode_id, "status": body.status, "num_turns": turns, "reward": body.reward}

@@ -2,7 +2,7 @@
 
 Every refusal of the gateway is a ``GatewayError``; its message says what was wrong and how to
 fix it. Errors a client should not retry carry ``x-should-retry: false`` (the ``openai``
-client otherwise retries a 409); a 503 leaves retrying to the client.
+client otherwise retries a 409); a 503 (the store is unreachable) leaves retrying to the client.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from storage.engine import DatabaseError
-from storage.redact import redact
+from storage.engine import DatabaseError, driver_message
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-               409: "conflict_error", 413: "invalid_request_error", 503: "service_unavailable"}
+               409: "conflict_error", 413: "invalid_request_error", 499: "client_closed_request",
+               503: "service_unavailable"}
 
 
 class GatewayError(Exception):
@@ -59,10 +59,17 @@ async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResp
     return error_response(exc.status_code, str(exc.detail), "not_found" if exc.status_code == 404 else "http_error")
 
 
+def store_unreachable(exc: Exception) -> GatewayError:
+    """503: the store cannot be reached or written (the driver's error, never the SQL or its parameters)."""
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) and exc.__cause__ is not None else exc
+    return GatewayError(503, f"the store (database) is unreachable ({driver_message(cause)}): this request is not "
+                        "logged, and nothing answered before is lost. Retry once the database is back: the gateway "
+                        "reconnects by itself", "store_unavailable")
+
+
 async def database_error(_request: Request, exc: Exception) -> JSONResponse:
-    """The store cannot be reached or written: 503, the next request tries again."""
-    return error_response(503, f"the store cannot be used now: {redact(str(exc))}; nothing logged before is lost, "
-                          "retry once the database is back", "store_unavailable")
+    """A read of the store failed: 503, and the next request tries again."""
+    return await gateway_error(_request, store_unreachable(exc))
 
 
 HANDLERS: dict[type[Exception], Any] = {GatewayError: gateway_error, RequestValidationError: invalid_request,

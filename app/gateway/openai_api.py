@@ -3,6 +3,10 @@
 The backends serve chat conversations, so /v1/completions takes its prompt as one user message
 (the model's chat template applies): it is there for clients that only speak the legacy API,
 not for raw continuation.
+
+A response, streamed or whole, starts once its reply is ready (the in-process backend answers
+whole), so every refusal and failure comes with its HTTP status. Until then the route watches
+the connection: a client that closes it cancels its call's generation (``Gateway.answer``).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from starlette.responses import Response
 
 from app.gateway import replies
 from app.gateway.errors import GatewayError
-from app.gateway.schemas import ChatRequest, CompletionRequest
-from app.gateway.service import Gateway, caller_of, chat_messages
+from app.gateway.schemas import ChatRequest, CompletionRequest, OpenAIRequest
+from app.gateway.service import Gateway, Reply, caller_of, chat_messages
+from app.gateway.unserved import CHAT, COMPLETIONS, refuse_tool_calls, refuse_unserved
+from graphs.policies.base import Message
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
@@ -35,40 +41,43 @@ async def models(request: Request) -> dict[str, Any]:
 
 @router.post("/chat/completions", summary="A chat completion, logged as a turn", response_model=None)
 async def chat_completions(body: ChatRequest, request: Request) -> Response:
-    if body.tools:
-        raise GatewayError(400, "tools: the gateway serves plain chat (no tool calls); describe the tools in the "
-                           "prompt instead", "unsupported_parameter", "tools")
-    if body.top_logprobs:
-        raise GatewayError(400, "top_logprobs: the backends log the sampled token's logprob only; ask logprobs=true "
-                           "without top_logprobs", "unsupported_parameter", "top_logprobs")
-    gateway = gateway_of(request)
-    sampling = gateway.sampling_of(body, body.max_completion_tokens or body.max_tokens)
-    reply = await gateway.call(body.model, chat_messages(body.messages), sampling,
-                               caller_of(request.headers, body.metadata))
+    refuse_unserved(body, CHAT)
+    refuse_tool_calls(body.messages)
+    reply = await _serve(request, body, chat_messages(body.messages))
+    logprobs = bool(body.logprobs)
     if body.stream:
-        events = replies.chat_events(reply, body.model, body.logprobs, _with_usage(body.stream_options))
+        events = replies.chat_events(reply, body.model, logprobs, _with_usage(body.stream_options))
         return StreamingResponse(events, media_type="text/event-stream")
-    return JSONResponse(replies.chat_body(reply, body.model, body.logprobs))
+    return JSONResponse(replies.chat_body(reply, body.model, logprobs))
 
 
 @router.post("/completions", summary="A text completion (the prompt as one user message), logged as a turn",
              response_model=None)
 async def completions(body: CompletionRequest, request: Request) -> Response:
-    if body.echo:
-        raise GatewayError(400, "echo: the gateway does not echo prompts", "unsupported_parameter", "echo")
+    refuse_unserved(body, COMPLETIONS)
     prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
     if len(prompts) != 1:
         raise GatewayError(400, f"prompt: one prompt per request (each is a turn), got {len(prompts)}",
                            "unsupported_parameter", "prompt")
-    gateway = gateway_of(request)
-    sampling = gateway.sampling_of(body, body.max_tokens)
-    reply = await gateway.call(body.model, [{"role": "user", "content": prompts[0]}], sampling,
-                               caller_of(request.headers, body.metadata))
+    reply = await _serve(request, body, [{"role": "user", "content": prompts[0]}])
     logprobs = body.logprobs is not None
     if body.stream:
         events = replies.completion_events(reply, body.model, logprobs, _with_usage(body.stream_options))
         return StreamingResponse(events, media_type="text/event-stream")
     return JSONResponse(replies.completion_body(reply, body.model, logprobs))
+
+
+async def _serve(request: Request, body: OpenAIRequest, messages: list[Message]) -> Reply:
+    gateway = gateway_of(request)
+    call = await gateway.place(body, messages, caller_of(request.headers, body.metadata))
+    return await gateway.answer(call, client_gone(request))
+
+
+async def client_gone(request: Request) -> None:
+    """Returns once the client has closed its connection. The body has been read, so the next
+    message the server sends the app is the disconnect."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _with_usage(options: dict[str, Any] | None) -> bool:

@@ -1,10 +1,10 @@
-"""The request bodies the gateway reads. OpenAI's fields that sparring has no use for (user,
-penalties, response_format...) are accepted and ignored; the ones it cannot honour are refused
-by name (``service.sampling_of`` and ``openai_api``)."""
+"""The request bodies the gateway reads. OpenAI's fields that change nothing about the reply
+(user, store...) and fields it does not know are accepted and ignored; the ones it cannot honour
+are refused by name when they ask for something (``app.gateway.unserved``)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +15,8 @@ class OpenAIRequest(BaseModel):
     """What chat and text completions share."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    PROMPT: ClassVar[str] = "prompt"
+    """the field that holds the prompt"""
 
     model: str = Field(min_length=1)
     temperature: float | None = Field(None, ge=0, le=2)
@@ -22,11 +24,15 @@ class OpenAIRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     seed: int | None = None
     stop: str | list[str] | None = None
-    n: int = 1
-    stream: bool = False
+    n: int | None = None
+    stream: bool | None = False
     stream_options: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
     """``episode_id``, ``seat``, ``conversation_id``: where the call belongs (docs/gateway.md)"""
+
+    def reply_limit(self) -> tuple[str, int | None]:
+        """The field that bounds the reply's length, and its value (None: not given)."""
+        return "max_tokens", self.max_tokens
 
 
 class ChatMessageIn(BaseModel):
@@ -37,11 +43,17 @@ class ChatMessageIn(BaseModel):
 
 
 class ChatRequest(OpenAIRequest):
+    PROMPT: ClassVar[str] = "messages"
+
     messages: list[ChatMessageIn] = Field(min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1)
-    logprobs: bool = False
+    logprobs: bool | None = False
     top_logprobs: int | None = Field(None, ge=0)
-    tools: list[Any] | None = None
+
+    def reply_limit(self) -> tuple[str, int | None]:
+        if self.max_completion_tokens is not None:  # OpenAI's newer name wins over max_tokens
+            return "max_completion_tokens", self.max_completion_tokens
+        return super().reply_limit()
 
 
 class CompletionRequest(OpenAIRequest):

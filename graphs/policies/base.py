@@ -97,6 +97,11 @@ class GenerationRequest:
             )
 
 
+CANCELLED = "cancelled"
+"""The finish reason of a request whose caller gave up before its reply (a row the in-process
+backend drops; a gateway call whose client went away): no answer, never a training row."""
+
+
 @dataclass(frozen=True)
 class GenerationResult:
     text: str
@@ -106,7 +111,8 @@ class GenerationResult:
     """Log-probability of each completion token under the sampling distribution's model
     (before temperature), one per entry of ``completion_token_ids``."""
     finish_reason: str
-    """"stop" (end of sequence or a stop string) or "length" (max_new_tokens reached)."""
+    """"stop" (end of sequence or a stop string) or "length" (max_new_tokens reached); a turn
+    logged for a caller that went away has ``CANCELLED``."""
     served_by: str
     """What actually served the request: the adapter name, or the base model's name."""
     latency_s: float = 0.0

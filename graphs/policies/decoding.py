@@ -31,10 +31,6 @@ from graphs.policies.final_decode import FinalLineState
 from graphs.policies.kv_cache import GrowingLayer
 from graphs.policies.sampling import Sampler
 
-CANCELLED = "cancelled"
-"""The finish of a row whose caller gave up waiting: it leaves the batch, nothing is delivered."""
-
-
 @dataclass
 class Row:
     """Decoding state of one request."""

@@ -17,9 +17,9 @@ import torch
 from transformers import DynamicCache, PreTrainedTokenizerBase
 
 from graphs.policies.adapter_switch import AdapterSwitch
-from graphs.policies.base import BackendError, GenerationRequest, GenerationResult
+from graphs.policies.base import CANCELLED, BackendError, GenerationRequest, GenerationResult
 from graphs.policies.choice import choose, option_token_ids
-from graphs.policies.decoding import CANCELLED, DecodeBatch, Endings, Forward, Row, completion_text
+from graphs.policies.decoding import DecodeBatch, Endings, Forward, Row, completion_text
 from graphs.policies.final_decode import FinalLineState
 from graphs.policies.inprocess_adapters import LoadedAdapters
 from graphs.policies.inprocess_queue import Pending, deliver

@@ -34,6 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import Boolean
 
+from graphs.policies.base import CANCELLED
 from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn, TurnPayload
 from storage.queries import SCRIPTED_BACKEND, policy_is
 from storage.records import EpisodeStatus
@@ -235,7 +236,7 @@ def read_episodes(
 
 
 def _selected(plan: ReadPlan) -> ColumnElement[bool]:
-    conditions = [_T.c.seat == plan.role, _T.c.backend != SCRIPTED_BACKEND]
+    conditions = [_T.c.seat == plan.role, _T.c.backend != SCRIPTED_BACKEND, _T.c.finish_reason != CANCELLED]
     if plan.filter.policy is not None:
         conditions.append(policy_is(plan.filter.policy))
     if plan.since is not None and plan.filter.watermark_on == "turn_created_at":
