@@ -333,5 +333,6 @@ async def _train_and_gate(
         outcome.status, outcome.detail = "skipped", str(exc)
     except Exception as exc:  # a failed role is recorded; the loop goes on with the active adapters
         outcome.detail = f"{type(exc).__name__}: {exc}"
-    say(f"{role}: {outcome.status} {outcome.detail}")
+    gated = outcome.status in ("promoted", "rejected")  # the gate's reason starts with its decision
+    say(f"{role}: {outcome.detail}" if gated else f"{role}: {outcome.status} {outcome.detail}")
     return outcome
