@@ -17,7 +17,7 @@ from graphs.game import GameContractError, GameSpec, Refinements
 from graphs.games import get_game
 from graphs.math_reflection.prompts import refine_messages
 from storage.recorder import Recorder
-from tests.test_datasets import BASE, build, play_math, rows_of
+from tests.test_datasets import BASE, actor_prompt, build, play_math, rows_of
 from tests.test_games import play_reflection, replay
 from training.datasets import SFTOptions, load_snapshot
 from training.loop import RetrainConfig, sft_options
@@ -105,6 +105,26 @@ def test_each_wrong_answer_its_written_arithmetic_makes_right_adds_a_repair(stor
     assert "repair_unavailable" not in without.skipped and len(rows_of(without.path)) == 1
 
 
+def test_first_repairs_answer_the_first_prompt_of_a_state_with_no_right_answer(store: Engine, tmp_path: Path) -> None:
+    """t3's "9 - 3 = 5" is corrected to 6, the truth: its own first prompt gets that answer. t1's
+    "2 + 3 = 6" corrects too, but t1's state was answered right ("Answer: 5"), so only that row
+    stays; "2 x 3 = 7" (corrected to 6, still wrong) adds nothing. No refinement turn is taught
+    unless asked."""
+    answers = [("t1", "5", ""), ("t1", "6", "2 + 3 = 6."), ("t1", "7", "2 x 3 = 7."), ("t3", "5", "9 - 3 = 5.")]
+    with Recorder(store) as rec:
+        played = [play_math(rec, task, [value], ["incorrect"], minute=i, working=working)
+                  for i, (task, value, working) in enumerate(answers)]
+    result = build(store, "sft", "actor", tmp_path, options=SFTOptions(first_repairs=True))
+    rows = rows_of(result.path)
+    assert [(r["task_id"], r["completion"][0]["content"]) for r in rows] == [
+        ("t1", "Answer: 5"), ("t3", "9 - 3 = 6.\nAnswer: 6")]
+    assert rows[1]["prompt"] == actor_prompt("t3") and rows[1]["turn_id"] == played[3].actor[0].id
+    assert result.skipped["first_repair_state_answered"] == 1 and result.skipped["first_repair_unavailable"] == 1
+    assert "repair_unavailable" not in result.skipped and "refinement_one_sided" not in result.skipped
+    both = rows_of(build(store, "sft", "actor", tmp_path, options=SFTOptions(first_repairs=True, refinements=True)).path)
+    assert [r["completion"][0]["content"] for r in both].count("9 - 3 = 6.\nAnswer: 6") == 2  # first turn, repair
+
+
 def test_refinement_turns_and_scripted_answers_make_no_refinement_rows(store: Engine, tmp_path: Path) -> None:
     """Only first answers count: a refinement's answers do not pair up with the first ones, and a
     scripted actor's answers are never read."""
@@ -174,3 +194,9 @@ def test_retrain_adds_refinement_rows_to_the_refining_seat_only() -> None:
         sft_options(refining, get_game("debate"), "debater_a")
     with pytest.raises(ValueError, match="refinements make sft rows, but the trainer is dpo"):
         RetrainConfig(trainer="dpo", refinements=True)
+    repairing = RetrainConfig(first_repairs=True)
+    assert sft_options(repairing, REFLECTION, "actor") == SFTOptions(first_repairs=True)
+    assert sft_options(RetrainConfig(refinements=True, first_repairs=True), REFLECTION, "actor") == SFTOptions(
+        refinements=True, first_repairs=True)
+    with pytest.raises(ValueError, match="first_repairs make sft rows, but the trainer is kto"):
+        RetrainConfig(trainer="kto", first_repairs=True)

@@ -83,6 +83,9 @@ class RetrainConfig:
     teach its refinement turn: a fix and a keep for each task its first answers got both right and
     wrong this round (``training.datasets.sft``), which takes several samples a task
     (``practice_samples`` 2)."""
+    first_repairs: bool = False
+    """sft rows of the game's refining seat also answer the first prompt of each wrong first answer the
+    game's correction makes right (``SFTOptions.first_repairs``), where that prompt had no right answer."""
     train_options: dict[str, Any] = field(default_factory=dict)
     """Overrides of the trainer config (learning_rate, num_train_epochs, max_steps...)."""
 
@@ -105,9 +108,10 @@ class RetrainConfig:
         if self.judge_rows == "truth" and self.trainer != "sft":
             raise ValueError(f"judge_rows 'truth' makes sft rows, but the trainer is {self.trainer}: use trainer "
                              "sft, or judge_rows 'own'")
-        if self.refinements and self.trainer != "sft":
-            raise ValueError(f"refinements make sft rows, but the trainer is {self.trainer}: use trainer sft, or "
-                             "leave refinements off")
+        for name in ("refinements", "first_repairs"):
+            if getattr(self, name) and self.trainer != "sft":
+                raise ValueError(f"{name} make sft rows, but the trainer is {self.trainer}: use trainer sft, or "
+                                 f"leave {name} off")
         if self.judge_max_rows < 2:
             raise ValueError(f"judge_max_rows ({self.judge_max_rows}) must be at least 2 (a correct and an "
                              "incorrect answer)")
@@ -287,12 +291,12 @@ def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions 
         if role == truth.judge_seat:
             return SFTOptions(verdicts="truth", max_rows=config.judge_max_rows)
     balance = role in game.balanced_seats
-    if config.refinements:
+    if config.refinements or config.first_repairs:
         if game.refinements is None:
             raise ValueError(f"game {game.name!r} declares no refinements (GameSpec.refinements): no seat of it "
-                             "learns a refinement turn from its first answers; leave refinements off")
+                             "learns from its corrected first answers; leave refinements and first_repairs off")
         if role == game.refinements.seat:
-            return SFTOptions(balance=balance, refinements=True)
+            return SFTOptions(balance=balance, refinements=config.refinements, first_repairs=config.first_repairs)
     return SFTOptions(balance=True) if balance else None
 
 

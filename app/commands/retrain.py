@@ -111,6 +111,11 @@ def retrain(
              "a right answer, and each wrong answer the game can correct, answered with the correction "
              "(default: on with the sft trainer, for a game that declares refinements).",
         show_default=False)] = None,
+    first_repairs: Annotated[bool, typer.Option(
+        "--first-repairs/--no-first-repairs",
+        help="The actor's sft rows also answer the question of each wrong first answer the game corrects to the "
+             "right one (math-reflection: its written arithmetic recomputed) with the correction, where no first "
+             "answer to that question was right.")] = False,
     game_options: GameOptionValues = NONE_GIVEN,
     temperature: Annotated[
         float,
@@ -187,7 +192,7 @@ def retrain(
         "every_episodes": every_episodes, "every_minutes": every_minutes, "samples": samples, "tasks": tasks,
         "practice": practice, "practice_samples": practice_samples, "practice_tasks": practice_tasks,
         "margin": margin, "min_rows": min_rows, "concurrency": concurrency, "judge_rows": judge_rows,
-        "judge_max_rows": judge_max_rows, "refinements": refinements,
+        "judge_max_rows": judge_max_rows, "refinements": refinements, "first_repairs": first_repairs,
     })
     source = f" (settings from {config_file} and the options)" if config_file is not None else ""
     try:

@@ -55,15 +55,23 @@ RefinementsOption = Annotated[
                       "wrong answer the game can correct (math-reflection: its written arithmetic recomputed "
                       "makes it right) after its rejection, answered with the corrected answer."),
 ]
+FirstRepairsOption = Annotated[
+    bool,
+    typer.Option("--first-repairs",
+                 help="sft: a wrong first answer the game corrects to the right one (math-reflection: its "
+                      "written arithmetic recomputed) also answers its own first prompt, where no answer to that "
+                      "prompt was right."),
+]
 
 
 def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None,
-                 refinements: bool = False):
-    """The SFT builder's options from --verdicts, --max-rows and --refinements (None: the builder's defaults)."""
-    if verdicts is None and max_rows is None and not refinements:
+                 refinements: bool = False, first_repairs: bool = False):
+    """The SFT builder's options from --verdicts, --max-rows, --refinements and --first-repairs (None: the
+    builder's defaults)."""
+    if verdicts is None and max_rows is None and not refinements and not first_repairs:
         return None
     if kind != "sft":
-        fail(f"--verdicts, --max-rows and --refinements apply to sft rows only, not to {kind}")
+        fail(f"--verdicts, --max-rows, --refinements and --first-repairs apply to sft rows only, not to {kind}")
     if max_rows is not None and verdicts != "truth":
         fail("--max-rows caps the rows of --verdicts truth only: add --verdicts truth, or leave --max-rows out")
     from graphs.game import GameContractError
@@ -73,10 +81,11 @@ def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows
     from training.datasets.truth_verdicts import truth_verdicts_of
 
     try:
-        options = SFTOptions(verdicts=verdicts or "own", max_rows=max_rows, refinements=refinements)
+        options = SFTOptions(verdicts=verdicts or "own", max_rows=max_rows, refinements=refinements,
+                             first_repairs=first_repairs)
         if options.verdicts == "truth":
             truth_verdicts_of(game, role)
-        if refinements:
+        if refinements or first_repairs:
             refinements_of(game, role)
     except (GameContractError, UnknownGameError, ValueError) as exc:
         fail(str(exc))
@@ -147,6 +156,7 @@ def datasets_build(
     verdicts: VerdictsOption = None,
     max_rows: MaxRowsOption = None,
     refinements: RefinementsOption = False,
+    first_repairs: FirstRepairsOption = False,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -164,12 +174,14 @@ def datasets_build(
       (the critic's rows from the actor's checked answers; --policy then picks the actor's turns)
     * `sparring datasets build sft --role actor --refinements`
       (after `sparring play ... --samples 2`: the refinement turn learns to fix, keep and repair)
+    * `sparring datasets build sft --role actor --first-repairs` (wrong first answers whose
+      arithmetic, recomputed, makes them right answer their own question too)
     """
     if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
         fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
     if since not in ("latest", "all"):
         fail(f"--since {since!r}: use 'latest' or 'all'")
-    options = _sft_options(kind, game, role, verdicts, max_rows, refinements)
+    options = _sft_options(kind, game, role, verdicts, max_rows, refinements, first_repairs)
     log_filter = _log_filter(split, train_on_eval_data, policy)
     settings = settings_or_exit(database_url=db)
     snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter, options=options)
@@ -243,6 +255,7 @@ def train(
     verdicts: VerdictsOption = None,
     max_rows: MaxRowsOption = None,
     refinements: RefinementsOption = False,
+    first_repairs: FirstRepairsOption = False,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
     tasks: Annotated[str | None, typer.Option(help="grpo: task source played (train split; default: the game's "
                                                    "own).", show_default=False)] = None,
@@ -314,11 +327,11 @@ def train(
     rows_role = _rows_role(trainer, role, answers)
     if screen is not None and kind != "grpo":
         fail(f"--screen chooses the tasks online GRPO plays; {kind} trains on logged rows: leave it out")
-    if dataset is not None and (verdicts is not None or max_rows is not None or refinements):
-        fail(f"--verdicts, --max-rows and --refinements choose the rows of a snapshot this command builds; "
-             f"snapshot {dataset} is built already: leave them out, or build one with `sparring datasets build sft "
-             "--verdicts ...` or `--refinements`")
-    sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows, refinements)
+    if dataset is not None and (verdicts is not None or max_rows is not None or refinements or first_repairs):
+        fail(f"--verdicts, --max-rows, --refinements and --first-repairs choose the rows of a snapshot this command "
+             f"builds; snapshot {dataset} is built already: leave them out, or build one with `sparring datasets "
+             "build sft --verdicts ...`, `--refinements` or `--first-repairs`")
+    sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows, refinements, first_repairs)
     rank = _check_launch(trainer, rows_role, dataset)
     settings = settings_or_exit(database_url=db)
     options = {

@@ -37,6 +37,13 @@ With ``verdicts="truth"``, a judge-like seat's rows are not its own turns but re
 seat's checked answers, answered with the verdict the ground truth calls for, which another
 builder makes: ``training.datasets.truth_verdicts`` (``threshold``, ``per_group`` and ``balance``
 select own turns and do not apply; ``max_rows`` caps those rows).
+
+With ``first_repairs``, a wrong first answer that the game's correction (``Refinements.corrected``:
+for math-reflection, its wrong written steps recomputed and carried forward) turns into the right
+answer also answers its own first prompt, when no turn of that state was right: the seat learns
+to compute what it set up, on problems it got wrong, in its own words. Counted:
+``first_repair_unavailable`` (wrong first answers with no such correction) and
+``first_repair_state_answered`` (states that had a right answer of their own).
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ SFTFormat = Literal["messages", "prompt_completion"]
 SFT_FORMATS: tuple[SFTFormat, ...] = ("messages", "prompt_completion")
 Verdicts = Literal["own", "truth"]
 VERDICT_SOURCES: tuple[Verdicts, ...] = ("own", "truth")
-_OWN_TURNS = ("threshold", "per_group", "balance", "refinements")
+_OWN_TURNS = ("threshold", "per_group", "balance", "refinements", "first_repairs")
 """the options that select the role's own turns"""
 
 
@@ -84,6 +91,9 @@ class SFTOptions:
     """verdicts truth: the most rows, a seeded choice that keeps them balanced (None: all)"""
     refinements: bool = False
     """own rows: also teach the seat's refinement turn from its first answers (module docstring)"""
+    first_repairs: bool = False
+    """own rows: also answer the first prompt of each wrong first answer the game corrects to the
+    right one with that correction, where the state has no right answer of its own (module docstring)"""
 
     def __post_init__(self) -> None:
         if self.per_group < 1:
@@ -140,13 +150,16 @@ class RejectionSampling(Builder[SFTOptions]):
         if options.verdicts != "own":
             raise ValueError(f"RejectionSampling builds the role's own turns, not verdicts {options.verdicts!r}: "
                              "truth verdicts are TruthVerdictRows' rows (snapshots.builder_type chooses by options)")
-        self._refine = refinements_of(context.game, context.role) if options.refinements else None
+        wanted = options.refinements or options.first_repairs
+        self._refine = refinements_of(context.game, context.role) if wanted else None
         self._first_answers: dict[str, list[_FirstAnswer]] = {}
         """task -> its checked first answers, with ``refinements``"""
         self._corrected = self._refine.corrected if self._refine else None
-        """the game's correction of a wrong first answer (``Refinements.corrected``), with ``refinements``"""
+        """the game's correction of a wrong first answer (``Refinements.corrected``)"""
         self._repairs: dict[str, Row] = {}
         """prompt key -> the repair row of a wrong first answer (``Refinements.corrected``)"""
+        self._first_repairs: dict[tuple[str, str], Row] = {}
+        """state -> a wrong first answer's correction as the answer to its own prompt (``first_repairs``)"""
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
         """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
@@ -167,7 +180,8 @@ class RejectionSampling(Builder[SFTOptions]):
             rejected = self._refine.refine(turn.prompt, turn.text) if self._refine and CORRECT in turn.rewards else None
             if rejected is not None:
                 answer = _FirstAnswer(turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected)
-                self._first_answers.setdefault(episode.task_id, []).append(answer)
+                if self.options.refinements:
+                    self._first_answers.setdefault(episode.task_id, []).append(answer)
                 if not answer.right and self._corrected:
                     self._repair(answer, episode, self._corrected)
             reward = credits.get(turn.turn_id)
@@ -192,17 +206,32 @@ class RejectionSampling(Builder[SFTOptions]):
             ordered = self._balanced(ordered)
         for row, _ in ordered:
             yield json.loads(row)
+        for state, row in self._first_repairs.items():
+            if state in self._best:
+                self.skipped["first_repair_state_answered"] += 1
+            else:
+                yield row
         yield from self._refinement_rows()
         yield from self._repairs.values()
 
     def _repair(self, answer: _FirstAnswer, episode: EpisodeLog, corrected: Callable[[str, str], str | None]) -> None:
+        """The rows a wrong first answer's correction makes: a repair of the refinement turn
+        (``refinements``), the first turn's own answer (``first_repairs``)."""
         fixed = corrected(answer.turn.text, episode.truth) if episode.truth is not None else None
-        if fixed is None:
-            self.skipped["repair_unavailable"] += 1
-            return
-        key = json.dumps(answer.rejected_prompt, ensure_ascii=False)
-        self._repairs.setdefault(key, self._row(answer.rejected_prompt, answer.turn, 1.0, answer.episode_id,
-                                                episode.task_id, completion=fixed))
+        if self.options.refinements:
+            if fixed is None:
+                self.skipped["repair_unavailable"] += 1
+            else:
+                key = json.dumps(answer.rejected_prompt, ensure_ascii=False)
+                self._repairs.setdefault(key, self._row(answer.rejected_prompt, answer.turn, 1.0, answer.episode_id,
+                                                        episode.task_id, completion=fixed))
+        if self.options.first_repairs:
+            if fixed is None:
+                self.skipped["first_repair_unavailable"] += 1
+            else:
+                state = (answer.turn.seat, answer.turn.prompt_key)
+                self._first_repairs.setdefault(state, self._row(answer.turn.prompt, answer.turn, 1.0,
+                                                                answer.episode_id, episode.task_id, completion=fixed))
 
     def _refinement_rows(self) -> Iterator[Row]:
         rng = random.Random(self.context.seed)
