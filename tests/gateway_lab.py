@@ -5,6 +5,7 @@ real registry, the real app served by uvicorn in a thread on a free loopback por
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import openai
 import pytest
+import torch
 from sqlalchemy import Engine, text
 from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_tokenizer
 from uvicorn_thread import serving
@@ -38,9 +40,16 @@ class Lab:
 
     def publish(self, role: str, *, active: bool = True, seed: int = 1) -> str:
         """A new version of ``role`` (a random LoRA, different per ``seed``), promoted when ``active``."""
-        model = tiny_model(tiny_tokenizer())
+        lora = self.lora(tiny_model(tiny_tokenizer()), f"lora-{role}-{seed}", seed)
+        return self.register(role, lora, active=active)
+
+    def lora(self, model: torch.nn.Module, folder: str, seed: int) -> Path:
+        """A random LoRA for ``model``'s shape, saved in ``folder`` as trained on the lab's base model."""
         model.config.name_or_path = self.settings.model
-        lora = save_random_lora(model, self.root / f"lora-{role}-{seed}", seed=seed)
+        return save_random_lora(model, self.root / folder, seed=seed)
+
+    def register(self, role: str, lora: Path, *, active: bool = True) -> str:
+        """Publish the LoRA folder ``lora`` as the next version of ``role``, promoted when ``active``."""
         record = publish(self.engine, role=role, trained_dir=lora, adapters_root=self.root / "adapters",
                          base_model=self.settings.model, trainer="sft", config={}, parent=None,
                          dataset_snapshot_id=None, metrics={})
@@ -86,6 +95,25 @@ def serve(lab: Lab, *, token: str | None = None, host: str = "127.0.0.1", max_to
         app = create_app(gateway, token=token, host=host, max_body_bytes=max_body_bytes)
         with serving(app) as port:
             yield Served(f"http://127.0.0.1:{port}/v1", gateway)
+
+
+@contextmanager
+def held_worker(served: Served) -> Iterator[tuple[threading.Event, threading.Event]]:
+    """Holds the in-process backend's worker inside its next forward pass until ``release`` is
+    set: a generation that is surely running while the test acts. Yields (entered, release)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def gate(_module: object, _args: object) -> None:
+        if not entered.is_set():
+            entered.set()
+            release.wait(timeout=120)
+
+    hook = served.gateway.names.factory.model_backend().model.get_input_embeddings().register_forward_pre_hook(gate)
+    try:
+        yield entered, release
+    finally:
+        release.set()
+        hook.remove()
 
 
 @pytest.fixture(scope="module")

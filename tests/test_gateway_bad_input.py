@@ -16,7 +16,7 @@ from typing import Any
 
 import openai
 import pytest
-from gateway_lab import Lab, Served, client, make_lab, serve, served  # noqa: F401 (module fixtures over `lab`)
+from gateway_lab import Lab, Served, client, held_worker, make_lab, serve, served  # noqa: F401 (fixtures over `lab`)
 from sqlalchemy import Connection, Engine, make_url, text
 
 from graphs.policies.inprocess_batches import BackendStats
@@ -66,25 +66,6 @@ def eventually(find: Callable[[], Any], within_s: float = 120) -> Any:
 
 
 # --- a client that goes away while its call generates ------------------------------------------
-
-
-@contextmanager
-def held_worker(served: Served) -> Iterator[tuple[threading.Event, threading.Event]]:
-    """Holds the in-process backend's worker inside its next forward pass until ``release`` is
-    set: a generation that is surely running while the test acts. Yields (entered, release)."""
-    entered, release = threading.Event(), threading.Event()
-
-    def gate(_module: object, _args: object) -> None:
-        if not entered.is_set():
-            entered.set()
-            release.wait(timeout=120)
-
-    hook = served.gateway.names.factory.model_backend().model.get_input_embeddings().register_forward_pre_hook(gate)
-    try:
-        yield entered, release
-    finally:
-        release.set()
-        hook.remove()
 
 
 async def leave_while_generating(served: Served, lab: Lab, entered: threading.Event,

@@ -4,7 +4,10 @@
 the registry on every request, so a deploy (by any process) switches new requests to the new
 version while requests in flight finish on theirs. ``ROLE@vN``: that version, pinned. Any other
 name, a role without an active version, or a verifier (a reward model, not a policy) is a 404
-that lists the names served: never a silent fallback to the base model.
+that lists the names served; a version whose folder is missing or changed, or that the backend
+cannot load, is a 409 (``adapter_unavailable``): never a silent fallback to the base model or to
+another version. A version is checked and loaded the first time it is asked for, then stays
+loaded: a request holds the version it was placed with until it is answered.
 """
 
 from __future__ import annotations
@@ -42,8 +45,7 @@ class ModelNames:
                 self._policies[key] = await self.factory.policy(
                     key.partition("@")[0], "model:base" if key == BASE else f"model:{key}")
             except (AdapterFolderError, BackendError) as exc:
-                raise GatewayError(409, f"model {name!r} cannot be served: {exc}", "adapter_unavailable",
-                                   "model") from exc
+                raise _unavailable(name, key, exc) from exc
         return self._policies[key]
 
     def served(self) -> list[str]:
@@ -70,3 +72,13 @@ class ModelNames:
     def _unknown(self, name: str, why: str) -> GatewayError:
         return GatewayError(404, f"model {name[:100]!r} is not served: {why}. Served: {', '.join(self.served())}",
                             "model_not_found", "model")
+
+
+def _unavailable(name: str, version: str, exc: Exception) -> GatewayError:
+    """409: ``version``, the one ``name`` picks, is registered but cannot be loaded (its folder is
+    missing or changed, or the backend cannot load it). Another version or the base model answering
+    instead would log its reply as one of ``version``'s."""
+    which = "" if name == version else f" (its active version {version})"
+    return GatewayError(409, f"model {name!r} cannot be served{which}: {str(exc).rstrip('.')}. Nothing else is "
+                        "served in its place (neither another version nor the base model)", "adapter_unavailable",
+                        "model")

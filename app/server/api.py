@@ -28,7 +28,7 @@ def page_of(engine: Engine, query: EpisodeQuery) -> dict[str, Any]:
     """One page of episodes for ``query``: items, total (None with count=false, or when more than
     COUNT_LIMIT match: then more_than is COUNT_LIMIT) and the id to pass as ``after`` for the
     next page (None on the last one)."""
-    query = query.with_run(engine)
+    query = query.against(engine)
     try:
         page = list_episodes(engine, query.flt, sort=query.sort, limit=query.limit, after=query.after,
                              count=query.count, count_limit=COUNT_LIMIT)

@@ -2,7 +2,9 @@
 
 Every parameter arrives as text (an HTML form sends empty fields as ``name=``, which means
 "no filter") and is checked here, so that a malformed one is a 400 that names it and says
-what it accepts.
+what it accepts. A game or seat is checked against the registry first, then, when the registry
+does not know it, against what the store logged: the episodes of a game played through
+`sparring gateway` (an external game: docs/gateway.md) are listed and filtered like any game's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Annotated
 from fastapi import Query
 from sqlalchemy import Engine
 
+from app.server import reads
 from storage.keyset import SORT_KEYS
 from storage.queries import EpisodeFilter, resolve_run_id
 from storage.records import EpisodeStatus
@@ -49,8 +52,12 @@ class EpisodeQuery:
     given: dict[str, str] = field(default_factory=dict)
     """the parameters given (non-empty), to build links that keep them"""
 
-    def with_run(self, engine: Engine) -> EpisodeQuery:
-        """The query with its run given as a unique id prefix resolved to the run's id."""
+    def against(self, engine: Engine) -> EpisodeQuery:
+        """The query checked against the store: a game or seat that the registry does not know is
+        one the store logged (an external game's, played through `sparring gateway`), and the run,
+        given as a unique id prefix, is resolved to the run's id."""
+        check_game(engine, self.flt.game)
+        check_seat(engine, self.flt.seat, self.flt.game)
         if self.flt.run_id is None:
             return self
         try:
@@ -61,9 +68,43 @@ class EpisodeQuery:
 
 @cache
 def seats_by_game() -> dict[str, list[str]]:
+    """The registry's games and the seats each one's spec names."""
     from graphs.games import game_registry
 
     return {name: [seat.name for seat in game.seats] for name, game in game_registry().items()}
+
+
+def registered_seats(game: str | None) -> list[str]:
+    """The seats the spec of ``game`` names (of every game, without one; none for a game the registry does not know)."""
+    return list(dict.fromkeys(s for g, names in seats_by_game().items() if game in (None, g) for s in names))
+
+
+def known_games(engine: Engine) -> list[str]:
+    """The registry's games, then the other games the store holds episodes of (external games)."""
+    return list(dict.fromkeys([*seats_by_game(), *reads.logged_games(engine)]))
+
+
+def known_seats(engine: Engine) -> list[str]:
+    """The seats the registry's games name, then the other seats the store logged turns of."""
+    return list(dict.fromkeys([*registered_seats(None), *reads.logged_seats(engine)]))
+
+
+def check_game(engine: Engine, game: str | None) -> None:
+    """A game filter matches something: a registered game, or one the store logged (else 400)."""
+    if game is None or game in seats_by_game() or reads.game_logged(engine, game):
+        return
+    raise BadParameter("game", f"no such game {game!r}; use one of: {', '.join(known_games(engine))}")
+
+
+def check_seat(engine: Engine, seat: str | None, game: str | None) -> None:
+    """A seat filter names a seat of the game's spec (of any game's, without a game filter) or a
+    seat the store logged turns of (in that game), else 400: a filter that cannot match anything
+    would show an empty list as if nothing had been played."""
+    if seat is None or seat in registered_seats(game) or reads.seat_logged(engine, seat, game):
+        return
+    valid = dict.fromkeys([*registered_seats(game), *reads.logged_seats(engine, game)])
+    where = f" in {game}" if game else ""
+    raise BadParameter("seat", f"no such seat {seat!r}{where}; use one of: {', '.join(valid)}")
 
 
 def _float(name: str, value: str | None) -> float | None:
@@ -105,9 +146,11 @@ def _one_of(name: str, value: str | None, valid: list[str]) -> str | None:
 
 
 def episode_query(
-    game: Annotated[str | None, Query(description="Only this game.")] = None,
+    game: Annotated[str | None, Query(description="Only this game: one of the registry, or another game the store "
+                                      "logged (an external game, played through `sparring gateway`).")] = None,
     status: Annotated[str | None, Query(description="running, succeeded, failed or timeout.")] = None,
-    seat: Annotated[str | None, Query(description="Only episodes with a turn from this seat.")] = None,
+    seat: Annotated[str | None, Query(description="Only episodes with a turn from this seat (a seat of the game's "
+                                      "spec, or one the store logged).")] = None,
     policy: Annotated[str | None, Query(description="Only episodes with a turn of this policy, matched exactly: an "
                                         "adapter version (actor@v1), 'base' or a policy label.")] = None,
     run: Annotated[str | None, Query(description="Only this run (its id or a unique start of it).")] = None,
@@ -129,11 +172,7 @@ def episode_query(
     """The checked query; BadParameter names the first parameter that is wrong."""
     given = {k: v for k, v in locals().items() if isinstance(v, str) and v not in ("", DEFAULTS.get(k))}
     no_nul(given)
-    seats = seats_by_game()
-    _one_of("game", game, list(seats))
     _one_of("status", status, [s.value for s in EpisodeStatus])
-    valid_seats = list(dict.fromkeys(s for g, names in seats.items() if game in (None, "", g) for s in names))
-    _one_of("seat", seat, valid_seats)
     if sort.removeprefix("-") not in SORT_KEYS:
         raise BadParameter("sort", f"no such sort key {sort!r}; use one of: "
                                    + ", ".join(f"{k}, -{k}" for k in SORT_KEYS))

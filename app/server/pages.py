@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from app.commands.settings_cmd import mask_url
 from app.server import reads
 from app.server.api import EngineDep, QueryDep, compare_task, episode_or_404, page_of
-from app.server.filters import seats_by_game
+from app.server.filters import known_games, known_seats
 from storage.keyset import SORT_KEYS
 from storage.records import EpisodeStatus
 
@@ -91,9 +91,7 @@ def _episodes_context(engine: Any, query: Any) -> dict[str, Any]:
 
 @router.get("/", response_class=HTMLResponse)
 def episodes_page(request: Request, engine: EngineDep, query: QueryDep) -> HTMLResponse:
-    seats = seats_by_game()
-    context = {**_episodes_context(engine, query), "games": list(seats),
-               "seats": list(dict.fromkeys(s for names in seats.values() for s in names)),
+    context = {**_episodes_context(engine, query), "games": known_games(engine), "seats": known_seats(engine),
                "statuses": [s.value for s in EpisodeStatus], "sort_keys": SORT_KEYS}
     return templates.TemplateResponse(request, "episodes.html", context)
 
@@ -112,7 +110,8 @@ def episode_page(request: Request, engine: EngineDep, episode_id: str) -> HTMLRe
     rewards: dict[str | None, list[dict[str, Any]]] = {}
     for reward in episode["rewards"]:
         rewards.setdefault(reward["turn_id"], []).append(reward)
-    return templates.TemplateResponse(request, "episode.html", {"e": episode, "rewards": rewards})
+    turn_idx = {turn["id"]: turn["idx"] for turn in episode["turns"]}
+    return templates.TemplateResponse(request, "episode.html", {"e": episode, "rewards": rewards, "turn_idx": turn_idx})
 
 
 @router.get("/episodes/{episode_id}/turns/{idx}/tokens", response_class=HTMLResponse)
