@@ -109,6 +109,9 @@ class Refinements:
     corrected: Callable[[str, str], str | None] | None = None
     """(a wrong first answer, the ground truth) -> that answer corrected where the rejection prompt
     says it is wrong, when the correction is right; None otherwise"""
+    answer_line: Callable[[str, str], str] | None = None
+    """(a right answer of the seat, the ground truth) -> that answer ending with the final line the
+    seat's prompt asks for (``SFTOptions.answer_lines``)"""
 
 
 def question_prompt(task: Task) -> list[Message]:

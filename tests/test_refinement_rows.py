@@ -9,14 +9,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 from typer.testing import CliRunner
 
 from app.cli import app
 from graphs.game import GameContractError, GameSpec, Refinements
 from graphs.games import get_game
+from graphs.math_reflection.game import with_answer_line
 from graphs.math_reflection.prompts import refine_messages
 from storage.recorder import Recorder
+from storage.rows import TURN_PAYLOADS
 from tests.test_datasets import BASE, actor_prompt, build, play_math, rows_of
 from tests.test_games import play_reflection, replay
 from training.datasets import SFTOptions, load_snapshot
@@ -125,6 +127,38 @@ def test_first_repairs_answer_the_first_prompt_of_a_state_with_no_right_answer(s
     assert [r["completion"][0]["content"] for r in both].count("9 - 3 = 6.\nAnswer: 6") == 2  # first turn, repair
 
 
+def test_answer_lines_end_every_right_answer_of_the_actor(store: Engine, tmp_path: Path) -> None:
+    """t1's right answer, written without its answer line, gains "Answer: 5" in its own row, its fix
+    and its keep; t3's repair ends with its corrected answer line already; wrong answers make no row."""
+    answers = [("t1", "5", "2 + 3 = 5."), ("t1", "6", ""), ("t3", "5", "9 - 3 = 5.")]
+    with Recorder(store) as rec:
+        played = [play_math(rec, task, [value], ["incorrect"], minute=i, working=working)
+                  for i, (task, value, working) in enumerate(answers)]
+    _respond(store, played[0].actor[0].id, "2 + 3 = 5.")
+    result = build(store, "sft", "actor", tmp_path, options=SFTOptions(refinements=True, answer_lines=True))
+    assert [(r["task_id"], r["completion"][0]["content"]) for r in rows_of(result.path)] == [
+        ("t1", "2 + 3 = 5.\nAnswer: 5"),  # its own row
+        ("t1", "2 + 3 = 5.\nAnswer: 5"), ("t1", "2 + 3 = 5.\nAnswer: 5"),  # its fix and its keep
+        ("t3", "9 - 3 = 6.\nAnswer: 6")]  # the repair: its answer line corrected with its step
+    assert result.skipped["answer_line_added"] == 3
+    plain = rows_of(build(store, "sft", "actor", tmp_path, options=REFINE).path)
+    assert [r["completion"][0]["content"] for r in plain][:3] == ["2 + 3 = 5."] * 3
+
+
+def test_with_answer_line_adds_the_truth_where_the_last_line_is_not_an_answer_line() -> None:
+    assert with_answer_line("Grace runs 9 * 5 = 45 laps.", "45") == "Grace runs 9 * 5 = 45 laps.\nAnswer: 45"
+    assert with_answer_line("So, the answer is 42.\n", "42") == "So, the answer is 42.\nAnswer: 42"
+    assert with_answer_line("Answer:\n6 * 7 = 42", "42") == "Answer:\n6 * 7 = 42\nAnswer: 42"
+    for ended in ("7 * 6 = 42\nAnswer: 42", "**Answer:** 42", "answer: 42\n", "There are 42 cars. Answer: 42"):
+        assert with_answer_line(ended, "42") == ended
+
+
+def _respond(store: Engine, turn_id: str, response: str) -> None:
+    """Give a logged turn another response (an answer the model wrote without its answer line)."""
+    with store.begin() as conn:
+        conn.execute(update(TURN_PAYLOADS).where(TURN_PAYLOADS.c.turn_id == turn_id).values(response=response))
+
+
 def test_refinement_turns_and_scripted_answers_make_no_refinement_rows(store: Engine, tmp_path: Path) -> None:
     """Only first answers count: a refinement's answers do not pair up with the first ones, and a
     scripted actor's answers are never read."""
@@ -167,6 +201,11 @@ def test_datasets_build_and_train_take_refinements(tmp_path, monkeypatch) -> Non
     assert result.exit_code == 0, result.output
     [built] = json.loads(result.stdout)
     assert built["rows"] == 3 and built["snapshot"] != job["dataset"]
+    result = runner.invoke(app, ["datasets", "build", "sft", "--role", "actor", "--refinements", "--first-repairs",
+                                 "--answer-lines", "--since", "all", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    [lined] = json.loads(result.stdout)  # every answer here ends with its line; "Answer: 4" has no step to repair
+    assert lined["rows"] == 3 and lined["skipped"]["first_repair_unavailable"] == 1
 
     for args, message in [
         (["datasets", "build", "sft", "--role", "critic", "--refinements"], "not 'critic'"),
@@ -178,6 +217,10 @@ def test_datasets_build_and_train_take_refinements(tmp_path, monkeypatch) -> Non
         (["train", "sft", "--role", "actor", "--refinements", "--dataset", "1"], "snapshot 1 is built already"),
         (["train", "dpo", "--role", "actor", "--refinements"], "apply to sft rows only"),
         (["train", "sft", "--role", "critic", "--refinements"], "not 'critic'"),
+        (["datasets", "build", "dpo", "--role", "actor", "--answer-lines"], "apply to sft rows only"),
+        (["datasets", "build", "sft", "--role", "debater_a", "--game", "debate", "--first-repairs"],
+         "'debate' declares no refinements"),
+        (["train", "sft", "--role", "actor", "--answer-lines", "--dataset", "1"], "snapshot 1 is built already"),
     ]:
         refused = runner.invoke(app, args)
         assert refused.exit_code == 2 and message in " ".join(refused.output.split()), (args, refused.output)
@@ -200,3 +243,5 @@ def test_retrain_adds_refinement_rows_to_the_refining_seat_only() -> None:
         refinements=True, first_repairs=True)
     with pytest.raises(ValueError, match="first_repairs make sft rows, but the trainer is kto"):
         RetrainConfig(trainer="kto", first_repairs=True)
+    assert sft_options(RetrainConfig(answer_lines=True), REFLECTION, "actor") == SFTOptions(answer_lines=True)
+    assert sft_options(RetrainConfig(answer_lines=True), REFLECTION, "critic") == SFTOptions(balance=True)

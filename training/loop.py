@@ -85,7 +85,11 @@ class RetrainConfig:
     (``practice_samples`` 2)."""
     first_repairs: bool = False
     """sft rows of the game's refining seat also answer the first prompt of each wrong first answer the
-    game's correction makes right (``SFTOptions.first_repairs``), where that prompt had no right answer."""
+    game's correction makes right (``SFTOptions.first_repairs``), where that prompt had no right answer.
+    `sparring retrain` turns it on for a game that declares corrections."""
+    answer_lines: bool = False
+    """sft rows of the game's refining seat end each right answer with the final line its prompt asks for
+    (``SFTOptions.answer_lines``). `sparring retrain` turns it on for a game that declares one."""
     train_options: dict[str, Any] = field(default_factory=dict)
     """Overrides of the trainer config (learning_rate, num_train_epochs, max_steps...)."""
 
@@ -108,7 +112,7 @@ class RetrainConfig:
         if self.judge_rows == "truth" and self.trainer != "sft":
             raise ValueError(f"judge_rows 'truth' makes sft rows, but the trainer is {self.trainer}: use trainer "
                              "sft, or judge_rows 'own'")
-        for name in ("refinements", "first_repairs"):
+        for name in ("refinements", "first_repairs", "answer_lines"):
             if getattr(self, name) and self.trainer != "sft":
                 raise ValueError(f"{name} make sft rows, but the trainer is {self.trainer}: use trainer sft, or "
                                  f"leave {name} off")
@@ -291,12 +295,17 @@ def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions 
         if role == truth.judge_seat:
             return SFTOptions(verdicts="truth", max_rows=config.judge_max_rows)
     balance = role in game.balanced_seats
-    if config.refinements or config.first_repairs:
+    if config.refinements or config.first_repairs or config.answer_lines:
         if game.refinements is None:
             raise ValueError(f"game {game.name!r} declares no refinements (GameSpec.refinements): no seat of it "
-                             "learns from its corrected first answers; leave refinements and first_repairs off")
+                             "learns from its checked first answers; leave refinements, first_repairs and "
+                             "answer_lines off")
+        if config.answer_lines and game.refinements.answer_line is None:
+            raise ValueError(f"game {game.name!r} declares no answer line (Refinements.answer_line); leave "
+                             "answer_lines off")
         if role == game.refinements.seat:
-            return SFTOptions(balance=balance, refinements=config.refinements, first_repairs=config.first_repairs)
+            return SFTOptions(balance=balance, refinements=config.refinements, first_repairs=config.first_repairs,
+                              answer_lines=config.answer_lines)
     return SFTOptions(balance=True) if balance else None
 
 

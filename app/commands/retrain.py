@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from app.settings import Settings
     from evaluation.evaluator import EvaluationResult
+    from graphs.games import GameSpec
     from graphs.tasks.base import Task
     from training.config_file import RetrainFile
 
@@ -111,11 +112,18 @@ def retrain(
              "a right answer, and each wrong answer the game can correct, answered with the correction "
              "(default: on with the sft trainer, for a game that declares refinements).",
         show_default=False)] = None,
-    first_repairs: Annotated[bool, typer.Option(
+    first_repairs: Annotated[bool | None, typer.Option(
         "--first-repairs/--no-first-repairs",
         help="The actor's sft rows also answer the question of each wrong first answer the game corrects to the "
              "right one (math-reflection: its written arithmetic recomputed) with the correction, where no first "
-             "answer to that question was right.")] = False,
+             "answer to that question was right (default: on with the sft trainer, for a game that declares "
+             "corrections).", show_default=False)] = None,
+    answer_lines: Annotated[bool | None, typer.Option(
+        "--answer-lines/--no-answer-lines",
+        help="The actor's right answers in its sft rows end with the final line its prompt asks for "
+             "(math-reflection: 'Answer: <the ground truth>' added where the answer's last line is not one; "
+             "default: on with the sft trainer, for a game that declares that line).",
+        show_default=False)] = None,
     game_options: GameOptionValues = NONE_GIVEN,
     temperature: Annotated[
         float,
@@ -148,7 +156,9 @@ def retrain(
     rows, a crashed trainer, a rejected candidate) is recorded and the loop goes on with the
     active adapters. Ctrl-C keeps everything committed. The defaults are the main job: the
     actor first practises alone (--practice, two attempts a task), then full episodes are
-    played, and its rows also teach its refinement turn (--refinements). Gates and the report
+    played, and its rows also teach its refinement turn (--refinements), each right answer ending
+    with the answer line its prompt asks for (--answer-lines), and each wrong first answer its
+    corrected arithmetic makes right answers its question too (--first-repairs). Gates and the report
     play each evaluation set of --tasks (the arithmetic generator: wordings training never sees,
     which decide, and held-out problems in the training wordings) and any --guard set; a
     candidate worse beyond noise on any task family of any set is refused. Gates and the report
@@ -193,6 +203,7 @@ def retrain(
         "practice": practice, "practice_samples": practice_samples, "practice_tasks": practice_tasks,
         "margin": margin, "min_rows": min_rows, "concurrency": concurrency, "judge_rows": judge_rows,
         "judge_max_rows": judge_max_rows, "refinements": refinements, "first_repairs": first_repairs,
+        "answer_lines": answer_lines,
     })
     source = f" (settings from {config_file} and the options)" if config_file is not None else ""
     try:
@@ -205,6 +216,8 @@ def retrain(
             "practice_tasks": chosen["practice_tasks"] or ("arithmetic:1" if tasks == "arithmetic" else tasks),
             "refinements": chosen["refinements"] if chosen["refinements"] is not None
             else chosen["trainer"] == "sft" and spec.refinements is not None,
+            "first_repairs": _declared_default(chosen, "first_repairs", spec, "corrected"),
+            "answer_lines": _declared_default(chosen, "answer_lines", spec, "answer_line"),
             "judge_rows": chosen["judge_rows"] or default_judge_rows(spec, chosen["trainer"]),
         })
     except (UnknownGameError, ValueError) as exc:
@@ -303,6 +316,14 @@ def _given(ctx: typer.Context, parameter: str) -> bool:
     """Whether the command line gave option ``parameter`` (rather than its default applying)."""
     source = ctx.get_parameter_source(parameter)
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _declared_default(chosen: dict[str, Any], name: str, spec: GameSpec, declared: str) -> bool:
+    """An sft row option as chosen, else on with the sft trainer for a game whose refinements
+    declare what it needs (``Refinements.<declared>``)."""
+    if chosen[name] is not None:
+        return chosen[name]
+    return chosen["trainer"] == "sft" and getattr(spec.refinements, declared, None) is not None
 
 
 def _with_file(ctx: typer.Context, config_file: Path | None,

@@ -62,16 +62,24 @@ FirstRepairsOption = Annotated[
                       "written arithmetic recomputed) also answers its own first prompt, where no answer to that "
                       "prompt was right."),
 ]
+OWN_ROW_FLAGS = "--refinements, --first-repairs and --answer-lines"
+AnswerLinesOption = Annotated[
+    bool,
+    typer.Option("--answer-lines",
+                 help="sft: every right answer of the refining role ends with the final line its prompt asks for "
+                      "(math-reflection: 'Answer: <the ground truth>' added where the answer's last line is not "
+                      "one)."),
+]
 
 
 def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None,
-                 refinements: bool = False, first_repairs: bool = False):
-    """The SFT builder's options from --verdicts, --max-rows, --refinements and --first-repairs (None: the
-    builder's defaults)."""
-    if verdicts is None and max_rows is None and not refinements and not first_repairs:
+                 refinements: bool = False, first_repairs: bool = False, answer_lines: bool = False):
+    """The SFT builder's options from --verdicts, --max-rows, --refinements, --first-repairs and
+    --answer-lines (None: the builder's defaults)."""
+    if verdicts is None and max_rows is None and not (refinements or first_repairs or answer_lines):
         return None
     if kind != "sft":
-        fail(f"--verdicts, --max-rows, --refinements and --first-repairs apply to sft rows only, not to {kind}")
+        fail(f"--verdicts, --max-rows, {OWN_ROW_FLAGS} apply to sft rows only, not to {kind}")
     if max_rows is not None and verdicts != "truth":
         fail("--max-rows caps the rows of --verdicts truth only: add --verdicts truth, or leave --max-rows out")
     from graphs.game import GameContractError
@@ -82,11 +90,14 @@ def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows
 
     try:
         options = SFTOptions(verdicts=verdicts or "own", max_rows=max_rows, refinements=refinements,
-                             first_repairs=first_repairs)
+                             first_repairs=first_repairs, answer_lines=answer_lines)
         if options.verdicts == "truth":
             truth_verdicts_of(game, role)
-        if refinements or first_repairs:
-            refinements_of(game, role)
+        if refinements or first_repairs or answer_lines:
+            declared = refinements_of(game, role)
+            if answer_lines and declared.answer_line is None:
+                raise GameContractError(f"game {game!r} declares no answer line (Refinements.answer_line): build "
+                                        "without --answer-lines")
     except (GameContractError, UnknownGameError, ValueError) as exc:
         fail(str(exc))
     return options
@@ -157,6 +168,7 @@ def datasets_build(
     max_rows: MaxRowsOption = None,
     refinements: RefinementsOption = False,
     first_repairs: FirstRepairsOption = False,
+    answer_lines: AnswerLinesOption = False,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -181,7 +193,7 @@ def datasets_build(
         fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
     if since not in ("latest", "all"):
         fail(f"--since {since!r}: use 'latest' or 'all'")
-    options = _sft_options(kind, game, role, verdicts, max_rows, refinements, first_repairs)
+    options = _sft_options(kind, game, role, verdicts, max_rows, refinements, first_repairs, answer_lines)
     log_filter = _log_filter(split, train_on_eval_data, policy)
     settings = settings_or_exit(database_url=db)
     snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter, options=options)
@@ -256,6 +268,7 @@ def train(
     max_rows: MaxRowsOption = None,
     refinements: RefinementsOption = False,
     first_repairs: FirstRepairsOption = False,
+    answer_lines: AnswerLinesOption = False,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
     tasks: Annotated[str | None, typer.Option(help="grpo: task source played (train split; default: the game's "
                                                    "own).", show_default=False)] = None,
@@ -327,11 +340,12 @@ def train(
     rows_role = _rows_role(trainer, role, answers)
     if screen is not None and kind != "grpo":
         fail(f"--screen chooses the tasks online GRPO plays; {kind} trains on logged rows: leave it out")
-    if dataset is not None and (verdicts is not None or max_rows is not None or refinements or first_repairs):
-        fail(f"--verdicts, --max-rows, --refinements and --first-repairs choose the rows of a snapshot this command "
-             f"builds; snapshot {dataset} is built already: leave them out, or build one with `sparring datasets "
-             "build sft --verdicts ...`, `--refinements` or `--first-repairs`")
-    sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows, refinements, first_repairs)
+    if dataset is not None and (verdicts is not None or max_rows is not None or refinements or first_repairs
+                                or answer_lines):
+        fail(f"--verdicts, --max-rows, {OWN_ROW_FLAGS} choose the rows of a snapshot this command builds; "
+             f"snapshot {dataset} is built already: leave them out, or build one with `sparring datasets build sft` "
+             "and those options")
+    sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows, refinements, first_repairs, answer_lines)
     rank = _check_launch(trainer, rows_role, dataset)
     settings = settings_or_exit(database_url=db)
     options = {

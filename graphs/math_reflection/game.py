@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,6 +93,19 @@ def repaired(answer: str, truth: str) -> str | None:
     return fixed if fixed is not None and is_correct(extract_answer(fixed), truth) else None
 
 
+def with_answer_line(answer: str, truth: str) -> str:
+    """A right answer ending with the line its prompt asks for (``ANSWER_FORMAT``): as it is when
+    its last line is an "Answer:" line, else with "Answer: <truth>" added. The bundled model seldom
+    writes that line; trained on answers without it, the actor learns no place where an answer
+    stops and runs on into another, often wrong, step."""
+    body = answer.rstrip()
+    last = body.splitlines()[-1] if body else ""
+    return answer if _ANSWER_LINE.search(last) else f"{body}\nAnswer: {truth}"
+
+
+_ANSWER_LINE = re.compile(r"answer\s*[*_]*\s*:[^\n]*\S", re.IGNORECASE)
+"""an "Answer: <value>" on a line, at its start or after the working ("... = 13 cars. Answer: 13")"""
+
 # the critic's whole response when it answers with the verdict line alone, as constrained decoding writes it
 VERDICT_CORRECT_LINE, VERDICT_INCORRECT_LINE = (VERDICT_LINE.prefix("") + option for option in VERDICT_LINE.options)
 
@@ -124,6 +138,6 @@ GAME = GameSpec(
     balanced_seats=frozenset({"critic"}),
     truth_verdicts=TruthVerdicts("critic", "actor", review_of,
                                  {True: VERDICT_CORRECT_LINE, False: VERDICT_INCORRECT_LINE}),
-    refinements=Refinements("actor", rejected, repaired),
+    refinements=Refinements("actor", rejected, repaired, with_answer_line),
     revision=2,  # 2: the critic's review carries the arithmetic checker's notes
 )

@@ -44,6 +44,12 @@ answer also answers its own first prompt, when no turn of that state was right: 
 to compute what it set up, on problems it got wrong, in its own words. Counted:
 ``first_repair_unavailable`` (wrong first answers with no such correction) and
 ``first_repair_state_answered`` (states that had a right answer of their own).
+
+With ``answer_lines``, each row of the refining seat whose answer is right (its own, a fix, a
+keep, a repair, a first repair) ends with the final line the seat's prompt asks for
+(``Refinements.answer_line``: for math-reflection, "Answer: <the ground truth>" added to an answer
+whose last line is not one). Counted: ``answer_line_added`` (answers given the line, those of own
+turns a later better turn of their state displaced included).
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ SFTFormat = Literal["messages", "prompt_completion"]
 SFT_FORMATS: tuple[SFTFormat, ...] = ("messages", "prompt_completion")
 Verdicts = Literal["own", "truth"]
 VERDICT_SOURCES: tuple[Verdicts, ...] = ("own", "truth")
-_OWN_TURNS = ("threshold", "per_group", "balance", "refinements", "first_repairs")
+_OWN_TURNS = ("threshold", "per_group", "balance", "refinements", "first_repairs", "answer_lines")
 """the options that select the role's own turns"""
 
 
@@ -94,6 +100,9 @@ class SFTOptions:
     first_repairs: bool = False
     """own rows: also answer the first prompt of each wrong first answer the game corrects to the
     right one with that correction, where the state has no right answer of its own (module docstring)"""
+    answer_lines: bool = False
+    """own rows: every right answer of the refining seat ends with the final line its prompt asks for
+    (``Refinements.answer_line``; module docstring)"""
 
     def __post_init__(self) -> None:
         if self.per_group < 1:
@@ -150,7 +159,7 @@ class RejectionSampling(Builder[SFTOptions]):
         if options.verdicts != "own":
             raise ValueError(f"RejectionSampling builds the role's own turns, not verdicts {options.verdicts!r}: "
                              "truth verdicts are TruthVerdictRows' rows (snapshots.builder_type chooses by options)")
-        wanted = options.refinements or options.first_repairs
+        wanted = options.refinements or options.first_repairs or options.answer_lines
         self._refine = refinements_of(context.game, context.role) if wanted else None
         self._first_answers: dict[str, list[_FirstAnswer]] = {}
         """task -> its checked first answers, with ``refinements``"""
@@ -160,6 +169,12 @@ class RejectionSampling(Builder[SFTOptions]):
         """prompt key -> the repair row of a wrong first answer (``Refinements.corrected``)"""
         self._first_repairs: dict[tuple[str, str], Row] = {}
         """state -> a wrong first answer's correction as the answer to its own prompt (``first_repairs``)"""
+        self._answer_line = self._refine.answer_line if self._refine and options.answer_lines else None
+        if options.answer_lines and self._answer_line is None:
+            raise GameContractError(f"game {context.game!r} declares no answer line (Refinements.answer_line): "
+                                    "build without answer_lines")
+        self._truths: dict[str, str] = {}
+        """task -> its ground truth, for the answer lines of its rows (``answer_lines``)"""
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
         """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
@@ -172,10 +187,12 @@ class RejectionSampling(Builder[SFTOptions]):
 
     def read_plan(self, log_filter: LogFilter, since: datetime | None) -> ReadPlan:
         plan = super().read_plan(log_filter, since)
-        return replace(plan, truths=True) if self._corrected else plan
+        return replace(plan, truths=True) if self._corrected or self._answer_line else plan
 
     def add(self, episode: EpisodeLog) -> Iterable[Row]:
         credits = turn_credits(episode, self.context.role)
+        if self._answer_line and episode.truth is not None:
+            self._truths[episode.task_id] = episode.truth
         for turn in self.role_turns(episode):
             rejected = self._refine.refine(turn.prompt, turn.text) if self._refine and CORRECT in turn.rewards else None
             if rejected is not None:
@@ -191,7 +208,8 @@ class RejectionSampling(Builder[SFTOptions]):
             if reward < self.options.threshold:
                 self.skipped["below_threshold"] += 1
                 continue
-            row = self._row(turn.prompt, turn, reward, episode.episode_id, episode.task_id)
+            row = self._row(turn.prompt, turn, reward, episode.episode_id, episode.task_id,
+                            right=turn.rewards.get(CORRECT, 0.0) >= 0.5)
             self._read += 1
             kept = self._best.setdefault((turn.seat, turn.prompt_key), [])
             heapq.heappush(kept, (reward, -self._read, json.dumps(row, ensure_ascii=False), turn.parsed_value))
@@ -246,16 +264,22 @@ class RejectionSampling(Builder[SFTOptions]):
                 yield self._row(rejected.rejected_prompt, kept.turn, 1.0, kept.episode_id, task_id)
 
     def _row(self, prompt: Sequence[Message], turn: LoggedTurn, reward: float, episode_id: str, task_id: str,
-             *, completion: str | None = None) -> Row:
+             *, completion: str | None = None, right: bool = True) -> Row:
         """``prompt`` answered with ``turn``'s response (or ``completion``), in the build's format, with the
-        turn's metadata."""
-        messages, answer = chat(prompt), assistant(turn.text if completion is None else completion)
-        text = (
+        turn's metadata; a ``right`` answer ends with its answer line (``answer_lines``)."""
+        text = turn.text if completion is None else completion
+        truth = self._truths.get(task_id) if self._answer_line and right else None
+        if truth is not None:
+            lined = self._answer_line(text, truth)
+            self.skipped["answer_line_added"] += lined != text
+            text = lined
+        messages, answer = chat(prompt), assistant(text)
+        row_text = (
             {"messages": messages + answer}
             if self.options.format == "messages"
             else {"prompt": messages, "completion": answer}
         )
-        return {**text, "reward": reward, "episode_id": episode_id, "turn_id": turn.turn_id, "task_id": task_id,
+        return {**row_text, "reward": reward, "episode_id": episode_id, "turn_id": turn.turn_id, "task_id": task_id,
                 "seat": turn.seat}
 
     def _balanced(self, ordered: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
