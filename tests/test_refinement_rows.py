@@ -123,7 +123,8 @@ def test_first_repairs_answer_the_first_prompt_of_a_state_with_no_right_answer(s
     assert rows[1]["prompt"] == actor_prompt("t3") and rows[1]["turn_id"] == played[3].actor[0].id
     assert result.skipped["first_repair_state_answered"] == 1 and result.skipped["first_repair_unavailable"] == 1
     assert "repair_unavailable" not in result.skipped and "refinement_one_sided" not in result.skipped
-    both = rows_of(build(store, "sft", "actor", tmp_path, options=SFTOptions(first_repairs=True, refinements=True)).path)
+    both_options = SFTOptions(first_repairs=True, refinements=True)
+    both = rows_of(build(store, "sft", "actor", tmp_path, options=both_options).path)
     assert [r["completion"][0]["content"] for r in both].count("9 - 3 = 6.\nAnswer: 6") == 2  # first turn, repair
 
 

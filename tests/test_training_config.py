@@ -124,9 +124,9 @@ def retrain_file(tmp_path, text: str):
     ("text", "options", "message"),
     [
         ("every_episode: 8\n", [], "retrain.yaml, line 1: unknown key 'every_episode' for `sparring retrain` (did you "
-         "mean 'every_episodes' or 'every_minutes'?). Valid keys: concurrency, every_episodes, every_minutes, "
-         "judge_max_rows, judge_rows, margin, min_rows, practice, practice_samples, practice_tasks, refinements, "
-         "roles, samples, tasks, train, trainer."),
+         "mean 'every_episodes' or 'every_minutes'?). Valid keys: answer_lines, concurrency, every_episodes, "
+         "every_minutes, first_repairs, judge_max_rows, judge_rows, margin, min_rows, practice, practice_samples, "
+         "practice_tasks, refinements, roles, samples, tasks, train, trainer."),
         ("rounds: 3\n", [], "unknown key 'rounds' for `sparring retrain`"),  # an option, not a round's setting
         ("samples: 2\nmin_rows: many\n", [], "line 2: 'min_rows' must be an integer, got 'many' (str)"),
         ("roles: critic\n", [], "'roles' must be a list of strings, got 'critic' (str)"),
