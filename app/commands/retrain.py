@@ -214,8 +214,7 @@ def retrain(
             "roles": chosen["roles"] or tuple(spec.gate_metrics),
             "tasks": tasks,
             "practice_tasks": chosen["practice_tasks"] or ("arithmetic:1" if tasks == "arithmetic" else tasks),
-            "refinements": chosen["refinements"] if chosen["refinements"] is not None
-            else chosen["trainer"] == "sft" and spec.refinements is not None,
+            "refinements": _declared_default(chosen, "refinements", spec),
             "first_repairs": _declared_default(chosen, "first_repairs", spec, "corrected"),
             "answer_lines": _declared_default(chosen, "answer_lines", spec, "answer_line"),
             "judge_rows": chosen["judge_rows"] or default_judge_rows(spec, chosen["trainer"]),
@@ -318,12 +317,13 @@ def _given(ctx: typer.Context, parameter: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _declared_default(chosen: dict[str, Any], name: str, spec: GameSpec, declared: str) -> bool:
-    """An sft row option as chosen, else on with the sft trainer for a game whose refinements
-    declare what it needs (``Refinements.<declared>``)."""
+def _declared_default(chosen: dict[str, Any], name: str, spec: GameSpec, declared: str | None = None) -> bool:
+    """An sft row option as chosen, else on with the sft trainer for a game that declares
+    refinements (and, with ``declared``, the ``Refinements`` field the option needs)."""
     if chosen[name] is not None:
         return chosen[name]
-    return chosen["trainer"] == "sft" and getattr(spec.refinements, declared, None) is not None
+    needed = spec.refinements if declared is None else getattr(spec.refinements, declared, None)
+    return chosen["trainer"] == "sft" and needed is not None
 
 
 def _with_file(ctx: typer.Context, config_file: Path | None,

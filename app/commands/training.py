@@ -94,10 +94,7 @@ def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows
         if options.verdicts == "truth":
             truth_verdicts_of(game, role)
         if refinements or first_repairs or answer_lines:
-            declared = refinements_of(game, role)
-            if answer_lines and declared.answer_line is None:
-                raise GameContractError(f"game {game!r} declares no answer line (Refinements.answer_line): build "
-                                        "without --answer-lines")
+            refinements_of(game, role, answer_line=answer_lines)
     except (GameContractError, UnknownGameError, ValueError) as exc:
         fail(str(exc))
     return options

@@ -131,11 +131,13 @@ class _FirstAnswer(NamedTuple):
     episode_id: str
     rejected_prompt: list[Message]
     """the seat's prompt after this answer was rejected (``Refinements.refine``)"""
+    truth: str | None
+    """its task's ground truth, when the build reads it"""
 
 
-def refinements_of(game: str, role: str) -> Refinements:
+def refinements_of(game: str, role: str, *, answer_line: bool = False) -> Refinements:
     """The game's refinements for ``role``; GameContractError, saying what to do instead, when the
-    game has none or they are another seat's."""
+    game has none, they are another seat's, or (``answer_line``) they declare no answer line."""
     spec = registered_game(game)
     refinements = spec.refinements if spec is not None else None
     if refinements is None:
@@ -144,6 +146,9 @@ def refinements_of(game: str, role: str) -> Refinements:
     if role != refinements.seat:
         raise GameContractError(f"refinements of {game!r} train its seat {refinements.seat!r}, not {role!r}: build "
                                 f"them with role {refinements.seat!r}, or build {role!r}'s rows without refinements")
+    if answer_line and refinements.answer_line is None:
+        raise GameContractError(f"game {game!r} declares no answer line (Refinements.answer_line): build without "
+                                "answer_lines")
     return refinements
 
 
@@ -160,7 +165,8 @@ class RejectionSampling(Builder[SFTOptions]):
             raise ValueError(f"RejectionSampling builds the role's own turns, not verdicts {options.verdicts!r}: "
                              "truth verdicts are TruthVerdictRows' rows (snapshots.builder_type chooses by options)")
         wanted = options.refinements or options.first_repairs or options.answer_lines
-        self._refine = refinements_of(context.game, context.role) if wanted else None
+        self._refine = (refinements_of(context.game, context.role, answer_line=options.answer_lines)
+                        if wanted else None)
         self._first_answers: dict[str, list[_FirstAnswer]] = {}
         """task -> its checked first answers, with ``refinements``"""
         self._corrected = self._refine.corrected if self._refine else None
@@ -170,11 +176,6 @@ class RejectionSampling(Builder[SFTOptions]):
         self._first_repairs: dict[tuple[str, str], Row] = {}
         """state -> a wrong first answer's correction as the answer to its own prompt (``first_repairs``)"""
         self._answer_line = self._refine.answer_line if self._refine and options.answer_lines else None
-        if options.answer_lines and self._answer_line is None:
-            raise GameContractError(f"game {context.game!r} declares no answer line (Refinements.answer_line): "
-                                    "build without answer_lines")
-        self._truths: dict[str, str] = {}
-        """task -> its ground truth, for the answer lines of its rows (``answer_lines``)"""
         self._best: dict[tuple[str, str], list[tuple[float, int, str, str | None]]] = {}
         """state -> min-heap of (credit, -read order, row as JSON, parsed value): the worst kept turn on top;
         JSON text keeps the rows of the many one-sample states compact until ``finish``"""
@@ -191,12 +192,10 @@ class RejectionSampling(Builder[SFTOptions]):
 
     def add(self, episode: EpisodeLog) -> Iterable[Row]:
         credits = turn_credits(episode, self.context.role)
-        if self._answer_line and episode.truth is not None:
-            self._truths[episode.task_id] = episode.truth
         for turn in self.role_turns(episode):
             rejected = self._refine.refine(turn.prompt, turn.text) if self._refine and CORRECT in turn.rewards else None
             if rejected is not None:
-                answer = _FirstAnswer(turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected)
+                answer = _FirstAnswer(turn.rewards[CORRECT] >= 0.5, turn, episode.episode_id, rejected, episode.truth)
                 if self.options.refinements:
                     self._first_answers.setdefault(episode.task_id, []).append(answer)
                 if not answer.right and self._corrected:
@@ -208,8 +207,9 @@ class RejectionSampling(Builder[SFTOptions]):
             if reward < self.options.threshold:
                 self.skipped["below_threshold"] += 1
                 continue
+            right = turn.rewards.get(CORRECT, 0.0) >= 0.5
             row = self._row(turn.prompt, turn, reward, episode.episode_id, episode.task_id,
-                            right=turn.rewards.get(CORRECT, 0.0) >= 0.5)
+                            truth=episode.truth if right else None)
             self._read += 1
             kept = self._best.setdefault((turn.seat, turn.prompt_key), [])
             heapq.heappush(kept, (reward, -self._read, json.dumps(row, ensure_ascii=False), turn.parsed_value))
@@ -242,14 +242,15 @@ class RejectionSampling(Builder[SFTOptions]):
             else:
                 key = json.dumps(answer.rejected_prompt, ensure_ascii=False)
                 self._repairs.setdefault(key, self._row(answer.rejected_prompt, answer.turn, 1.0, answer.episode_id,
-                                                        episode.task_id, completion=fixed))
+                                                        episode.task_id, completion=fixed, truth=answer.truth))
         if self.options.first_repairs:
             if fixed is None:
                 self.skipped["first_repair_unavailable"] += 1
             else:
                 state = (answer.turn.seat, answer.turn.prompt_key)
                 self._first_repairs.setdefault(state, self._row(answer.turn.prompt, answer.turn, 1.0,
-                                                                answer.episode_id, episode.task_id, completion=fixed))
+                                                                answer.episode_id, episode.task_id, completion=fixed,
+                                                                truth=answer.truth))
 
     def _refinement_rows(self) -> Iterator[Row]:
         rng = random.Random(self.context.seed)
@@ -261,15 +262,15 @@ class RejectionSampling(Builder[SFTOptions]):
                 continue
             for rejected in (rng.choice(wrong), rng.choice(right)):  # a fix, then a keep
                 kept = rng.choice(right)
-                yield self._row(rejected.rejected_prompt, kept.turn, 1.0, kept.episode_id, task_id)
+                yield self._row(rejected.rejected_prompt, kept.turn, 1.0, kept.episode_id, task_id, truth=kept.truth)
 
     def _row(self, prompt: Sequence[Message], turn: LoggedTurn, reward: float, episode_id: str, task_id: str,
-             *, completion: str | None = None, right: bool = True) -> Row:
+             *, completion: str | None = None, truth: str | None = None) -> Row:
         """``prompt`` answered with ``turn``'s response (or ``completion``), in the build's format, with the
-        turn's metadata; a ``right`` answer ends with its answer line (``answer_lines``)."""
+        turn's metadata; an answer known right, given with its ``truth``, ends with its answer line
+        (``answer_lines``)."""
         text = turn.text if completion is None else completion
-        truth = self._truths.get(task_id) if self._answer_line and right else None
-        if truth is not None:
+        if self._answer_line and truth is not None:
             lined = self._answer_line(text, truth)
             self.skipped["answer_line_added"] += lined != text
             text = lined
