@@ -230,12 +230,30 @@ def _create_engine(url: URL, pool: dict[str, int], *, read_only: bool = False) -
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: object) -> None:
+    """Switching to WAL needs the file's exclusive lock, and SQLite answers "database is locked" at
+    once, without waiting out busy_timeout, while another connection holds a write lock on a file
+    still in rollback mode (another process creating the store): so each pragma is retried with
+    the backoff of transactions."""
     cursor = dbapi_connection.cursor()
     try:
         for pragma in SQLITE_PRAGMAS:
-            cursor.execute(f"PRAGMA {pragma}")
+            _execute_when_unlocked(cursor, f"PRAGMA {pragma}")
     finally:
         cursor.close()
+
+
+def _execute_when_unlocked(cursor: Any, sql: str) -> None:
+    delays = iter(RETRY_DELAYS_S)
+    while True:
+        try:
+            cursor.execute(sql)
+            return
+        except sqlite3.OperationalError as exc:
+            delay = next(delays, None)
+            code = getattr(exc, "sqlite_errorcode", SQLITE_BUSY)
+            if delay is None or (code & 0xFF) not in (SQLITE_BUSY, SQLITE_LOCKED):
+                raise
+        time.sleep(delay * random.uniform(0.5, 1.5))
 
 
 def _set_read_only_pragmas(dbapi_connection: Any, _record: object) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sqlite3
 import subprocess
 import sys
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -355,6 +357,24 @@ def test_concurrent_recorders_in_processes(store_url: str) -> None:
         assert conn.scalar(select(func.count()).where(Run.status == "finished")) == 4
     assert count_episodes_by_status(engine) == {"succeeded": 48}
     engine.dispose()
+
+
+def test_opening_waits_while_another_process_writes_a_store_not_yet_in_wal_mode(tmp_path: Path) -> None:
+    """SQLite refuses the switch to WAL at once, busy_timeout or not, while another connection
+    holds a write lock on a rollback-mode file (as when another process is creating the store)."""
+    path = tmp_path / "store.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE other_process (n INTEGER)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO other_process VALUES (1)")
+    threading.Timer(0.3, writer.execute, args=("COMMIT",)).start()
+    engine = open_store(f"sqlite:///{path}")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("SELECT count(*) FROM other_process").scalar() == 1
+        assert current_revision(conn) == head_revision()
+    engine.dispose()
+    writer.close()
 
 
 def test_recorder_reconnects_after_the_server_drops_its_connection(postgres_url: str) -> None:
