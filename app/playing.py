@@ -41,6 +41,8 @@ class PlayJob:
     timeout_s: float | None
     config: dict[str, Any]
     """what the command's run records as its config"""
+    deciding: bool = False
+    """the policies evaluate (``PolicyFactory.deciding``): `sparring eval --ray`'s workers"""
 
     def run_record(self, *, parent_id: str | None = None, **config: Any) -> RunRecord:
         """A new run of this process, with ``config`` added to the command's."""
@@ -72,7 +74,7 @@ def play_share(
     from graphs.runner import play
 
     spec = get_game(job.game)
-    factory = PolicyFactory(job.settings, job.sampling, engine)
+    factory = PolicyFactory(job.settings, job.sampling, engine, deciding=job.deciding)
     recorder.start_run(run)
 
     async def main() -> PlayReport:

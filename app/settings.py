@@ -115,6 +115,21 @@ class Settings(BaseSettings):
         '{"critic": "openai:gpt-4o-mini"}.',
     )
 
+    ray_address: str | None = Field(
+        None,
+        description="The Ray cluster that plays the episodes of play and eval when set (what --ray gives them): "
+        "host:6379 (the head's GCS address), ray://host:10001 (Ray Client) or auto (the cluster this machine "
+        "joined with `ray start`); needs a PostgreSQL store every node reaches. Unset: this machine plays.",
+    )
+    ray_worker_cpus: float = Field(
+        1.0, gt=0, description="CPUs each Ray worker asks the cluster for (its torch threads on a CPU model); with "
+        "SPARRING_DEVICE=cuda each worker also takes one GPU.",
+    )
+    ray_replays: int = Field(
+        2, ge=0, description="How many times the unfinished episodes of a Ray worker that died are played again "
+        "on another worker before the command reports them as not played.",
+    )
+
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:

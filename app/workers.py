@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
@@ -34,6 +35,7 @@ from sqlalchemy import Engine
 from app.interrupts import exit_code, interruption
 from app.playing import PlayJob, play_share, summarize
 from graphs.games import game_modules, game_registry
+from graphs.runner import EpisodeSummary
 from graphs.tasks.base import Task
 from storage.models import RunStatus
 from storage.orphans import fail_exited_workers
@@ -68,6 +70,10 @@ class Share:
     first_index: int
     tasks: list[Task]
     parent_run_id: str
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """the id of the worker's run, known before it starts (`--ray` ends the runs of dead workers by it)"""
+    attempt: int = 0
+    """0; n for the n-th replay of episodes whose worker died (`--ray`)"""
 
 
 @dataclass
@@ -233,28 +239,39 @@ def worker_main(conn: Connection) -> None:
 
 
 def _play(job: PlayJob, share: Share, conn: Connection) -> None:
+    play_one_share(
+        job,
+        share,
+        on_loaded=lambda: _send(conn, ("ready",)),
+        on_episode=lambda e: _send(conn, ("episode", e.status == "succeeded", e.completion_tokens)),
+    )
+
+
+def play_one_share(
+    job: PlayJob, share: Share, *, on_loaded: Callable[[], None], on_episode: Callable[[EpisodeSummary], None]
+) -> dict[str, Any]:
+    """Play ``share`` in this process into its own run (a child of the command's), through a
+    store connection of its own; returns the run's summary."""
     from storage.engine import WORKER_POSTGRES_POOL, open_store
     from storage.recorder import Recorder
 
     engine = open_store(job.settings.database_url, pool=WORKER_POSTGRES_POOL)
-    run = job.run_record(
-        parent_id=share.parent_run_id,
-        worker=share.worker,
-        workers=share.workers,
-        first_index=share.first_index,
-        episodes=len(share.tasks),
+    run = replace(
+        job.run_record(
+            parent_id=share.parent_run_id,
+            worker=share.worker,
+            workers=share.workers,
+            first_index=share.first_index,
+            episodes=len(share.tasks),
+            **({"attempt": share.attempt} if share.attempt else {}),
+        ),
+        id=share.run_id,
     )
     started = time.perf_counter()
     with Recorder(engine) as recorder:
         report = play_share(
-            job,
-            share.tasks,
-            first_index=share.first_index,
-            engine=engine,
-            recorder=recorder,
-            run=run,
-            on_loaded=lambda: _send(conn, ("ready",)),
-            on_episode=lambda e: _send(conn, ("episode", e.status == "succeeded", e.completion_tokens)),
+            job, share.tasks, first_index=share.first_index, engine=engine, recorder=recorder, run=run,
+            on_loaded=on_loaded, on_episode=on_episode,
         )
         recorder.flush()
         summary = summarize(
@@ -262,6 +279,7 @@ def _play(job: PlayJob, share: Share, conn: Connection) -> None:
         )
         recorder.finish_run(run.id, "finished", summary)
     engine.dispose()
+    return summary
 
 
 def _send(conn: Connection, event: tuple[Any, ...], *, required: bool = True) -> None:

@@ -39,6 +39,8 @@ ORDER = (
 TOOLS = ("random_model",)
 """Scripts here that prepare a benchmark's inputs and measure nothing: never run."""
 STORE_BENCHMARKS = ("store_ingest", "query_paging", "dataset_build")
+POSTGRES_BENCHMARKS = (*STORE_BENCHMARKS, "ray_throughput")
+"""Those given --postgres-url (ray_throughput needs PostgreSQL: Ray refuses SQLite)."""
 QUICK_TURNS = 20_000
 QUICK_ARGS = {
     "play_throughput": ["--sizes", "1", "16", "--max-new-tokens", "32", "--repeats", "1"],
@@ -50,6 +52,7 @@ QUICK_ARGS = {
     "sft_throughput": ["--steps", "2"],
     "kv_cache": ["--batches", "16", "--lengths", "64", "--steps", "4"],
     "learning_recipes": ["--recipes", "sft,dpo", "--budget", "60", "--train-tasks", "16", "--eval-tasks", "32"],
+    "ray_throughput": ["--episodes", "200", "--workers", "1", "2"],
 }
 
 
@@ -66,6 +69,7 @@ def command(name: str, args: argparse.Namespace) -> list[str]:
     if name in STORE_BENCHMARKS:
         turns = args.turns or (QUICK_TURNS if args.quick else None)
         argv += ["--turns", str(turns)] if turns else []
+    if name in POSTGRES_BENCHMARKS:
         argv += ["--postgres-url", args.postgres_url or ""]
     return argv
 
@@ -83,7 +87,8 @@ def main() -> int:
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get(POSTGRES_ENV),
-        help=f"PostgreSQL server for the store benchmarks (default: ${POSTGRES_ENV}; none: SQLite only)",
+        help=f"PostgreSQL server for the store benchmarks and ray_throughput (default: ${POSTGRES_ENV}; none: SQLite "
+        "only)",
     )
     parser.add_argument("--only", nargs="+", choices=names, metavar="NAME", help=f"run only these: {', '.join(names)}")
     parser.add_argument("--skip", nargs="+", choices=names, default=[], metavar="NAME", help="run all but these")

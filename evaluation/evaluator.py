@@ -47,10 +47,15 @@ from graphs.policies.policy import Policy
 from graphs.runner import play
 from graphs.tasks.base import Task
 from storage.models import Episode, Run
+from storage.queries import in_run
 from storage.recorder import Recorder
 from storage.records import RunRecord
 
 Deciding = Callable[[Mapping[str, Policy]], Awaitable[dict[str, Policy]]]
+Player = Callable[[Mapping[str, str], list[Task], str, Callable[[int], None]], Awaitable[dict[int, str]]]
+"""Plays tasks elsewhere (``sparring eval --ray``) given the seats' specs, the tasks, the evaluation's
+run id (its workers' runs are children of it) and a callback of the episodes done; returns the
+played episodes' statuses by seed (``storage.queries.played_seeds``)."""
 PhaseProgress = Callable[[str, int, int | None], None]
 """Reports ``(phase, done, total)`` as long work advances; the CLI draws one bar per phase."""
 
@@ -130,6 +135,8 @@ class Evaluator:
     deciding: Deciding | None = field(default=None, repr=False)
     """Maps the policies onto those an evaluation that decides plays (``graphs.policies.deciding``:
     float32 twins of bfloat16 in-process backends); None: as given."""
+    player: Player | None = field(default=None, repr=False)
+    """Plays the episodes instead of this process (then ``__call__`` needs the seats' specs)."""
     _memory: dict[str, EvaluationResult] = field(default_factory=dict, repr=False)
 
     def key(self, policies: Mapping[str, Policy]) -> dict[str, Any]:
@@ -145,7 +152,9 @@ class Evaluator:
             self._memory[key_digest] = found
         return found
 
-    async def __call__(self, policies: Mapping[str, Policy], *, label: str) -> EvaluationResult:
+    async def __call__(self, policies: Mapping[str, Policy], *, label: str,
+                       seats: Mapping[str, str] | None = None) -> EvaluationResult:
+        """Evaluate ``policies`` (built from the specs ``seats``, which a ``player`` needs)."""
         played = greedy(policies)
         if self.deciding is not None:
             played = await self.deciding(played)
@@ -167,9 +176,17 @@ class Evaluator:
         with Recorder(self.engine) as recorder:
             recorder.start_run(run)
             try:
-                replaying = {seat: replace(p, backend=self.replay.wrap(p.backend)) for seat, p in played.items()}
-                report = await play(self.game, self.tasks, replaying, recorder, concurrency=self.concurrency,
-                                    seed=self.seed, options=self.options, run_id=run.id, on_episode=advance)
+                if self.player is None:
+                    replaying = {seat: replace(p, backend=self.replay.wrap(p.backend)) for seat, p in played.items()}
+                    report = await play(self.game, self.tasks, replaying, recorder, concurrency=self.concurrency,
+                                        seed=self.seed, options=self.options, run_id=run.id, on_episode=advance)
+                    statuses = [e.status for e in report.episodes]
+                else:
+                    if seats is None:
+                        raise ValueError("an evaluator with a player needs the seats' specs")
+                    found = await self.player(seats, self.tasks, run.id,
+                                              lambda done_now: self.progress(label, done_now, len(self.tasks)))
+                    statuses = [*found.values(), *["unplayed"] * (len(self.tasks) - len(found))]
             except BaseException as exc:  # the run is never reused: only finished runs are
                 status = "failed" if isinstance(exc, Exception) else "interrupted"
                 recorder.abort_running(run.id, f"evaluation {label!r} stopped: {status}")
@@ -180,8 +197,8 @@ class Evaluator:
             labels = {s.name: policy_label(played.get(s.name)) for s in self.game.seats}
             recorder.finish_run(run.id, "finished", summary(measured.metrics, labels, label, len(self.tasks),
                                                             _families(measured.per_task, self.tasks), self.name))
-        result = EvaluationResult(measured.metrics, measured.per_task, run.id, label, len(report.episodes),
-                                  sum(e.status != "succeeded" for e in report.episodes))
+        result = EvaluationResult(measured.metrics, measured.per_task, run.id, label, len(statuses),
+                                  sum(status != "succeeded" for status in statuses))
         if not result.failed:  # a run with failed episodes is not worth reusing
             self._memory[digest(key)] = result
         return result
@@ -211,7 +228,7 @@ def _stored_run(engine: Engine, key_digest: str) -> EvaluationResult | None:
         ).all()
         for run_id, stored in runs:
             counts = dict(conn.execute(
-                select(Episode.status, func.count()).where(Episode.run_id == run_id).group_by(Episode.status)
+                select(Episode.status, func.count()).where(in_run(run_id)).group_by(Episode.status)
             ).all())
             if set(counts) == {"succeeded"} and stored and counts["succeeded"] == stored.get("tasks"):
                 measured = run_estimates(engine, run_id)

@@ -2,8 +2,9 @@
 
 A process killed in the middle of a run leaves its open episodes ``running``. They must never
 pass for finished, nor stay "running" forever: ``mark_orphans`` finds them, the recorder's
-``abort_running`` marks a run's open episodes on Ctrl-C, and ``fail_exited_workers`` lets
-`sparring play --workers N` mark the runs of the workers that died under it at once.
+``abort_running`` marks a run's open episodes on Ctrl-C, ``fail_exited_workers`` lets
+`sparring play --workers N` mark the runs of the workers that died under it at once, and
+``end_runs`` does it by run id (`--ray`: the workers' pids are on other machines).
 """
 
 from __future__ import annotations
@@ -52,23 +53,37 @@ def fail_exited_workers(
     running episodes fail with it. Runs their worker ended properly are left as they are.
     """
 
-    def mark(conn: Connection) -> int:
+    with engine.connect() as conn:
         runs = conn.execute(
             select(_RUNS.c.id, _RUNS.c.pid).where(
                 (_RUNS.c.parent_id == parent_id)
                 & (_RUNS.c.status == RunStatus.RUNNING.value)
                 & _RUNS.c.pid.in_(list(reasons))
             )
-        ).all()
+        ).all() if reasons else []
+    return end_runs(engine, {run_id: reasons[pid] for run_id, pid in runs}, status=status)
+
+
+def end_runs(
+    engine: Engine, reasons: Mapping[str, str], *, status: RunStatus = RunStatus.FAILED, error: str | None = None
+) -> int:
+    """End the runs ``reasons`` names (run id -> why it ended) that are still ``running``: each
+    gets ``status`` and ``{"error": reason}`` as its summary, and its running episodes fail with
+    ``error``, or "interrupted: REASON" when it is None. Returns how many episodes were marked."""
+
+    def mark(conn: Connection) -> int:
+        running = conn.execute(
+            select(_RUNS.c.id).where(_RUNS.c.id.in_(list(reasons)) & (_RUNS.c.status == RunStatus.RUNNING.value))
+        ).scalars().all()
         marked = 0
-        for run_id, pid in runs:
-            reason = reasons[pid]
+        for run_id in running:
+            reason = reasons[run_id]
             conn.execute(
                 update(_RUNS)
                 .where(_RUNS.c.id == run_id)
                 .values(status=status.value, summary={"error": reason}, finished_at=utcnow())
             )
-            marked += fail_running_episodes(conn, _EPISODES.c.run_id == run_id, f"interrupted: {reason}")
+            marked += fail_running_episodes(conn, _EPISODES.c.run_id == run_id, error or f"interrupted: {reason}")
         return marked
 
     return in_transaction(engine, mark) if reasons else 0

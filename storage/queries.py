@@ -12,10 +12,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, case, distinct, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, case, distinct, func, or_, select
 
 from storage import keyset
 from storage.models import Episode, EpisodePayload, Judgment, Reward, Run, Turn, TurnPayload
+from storage.orphans import INTERRUPTED_STAGE
+from storage.records import EpisodeStatus
 from storage.search import TextSearch
 from storage.search_page import ReadBy, first_matching
 from storage.where import Where
@@ -224,6 +226,19 @@ def count_episodes_by_status(engine: Engine, run_id: str | None = None) -> dict[
         stmt = stmt.where(in_run(run_id))
     with engine.connect() as conn:
         return {status: count for status, count in conn.execute(stmt)}
+
+
+def played_seeds(engine: Engine, run_id: str) -> dict[int, str]:
+    """Seed -> status of the episodes of a run (and its workers' runs) that were played to their
+    end: every status but ``running``, less the episodes an interruption cut short (error_stage
+    "interrupted"). A command whose episode i has seed SEED+i learns from it what is left to play."""
+    stmt = select(_E.c.seed, _E.c.status).where(
+        in_run(run_id),
+        _E.c.status != EpisodeStatus.RUNNING.value,
+        or_(_E.c.error_stage.is_(None), _E.c.error_stage != INTERRUPTED_STAGE),
+    )
+    with engine.connect() as conn:
+        return {seed: status for seed, status in conn.execute(stmt)}
 
 
 def get_episode(engine: Engine, id_or_prefix: str) -> dict[str, Any]:

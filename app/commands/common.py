@@ -22,6 +22,27 @@ DbOption = Annotated[
     str | None, typer.Option("--db", help="Database URL; overrides SPARRING_DATABASE_URL.", show_default=False)
 ]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+RayOption = Annotated[str | None, typer.Option(
+    "--ray", metavar="ADDRESS", show_default=False,
+    help="Play the episodes on the Ray cluster at ADDRESS, each worker with its own models, into a PostgreSQL "
+    "store: HOST:6379 (the head's address), ray://HOST:10001 or auto (the cluster this machine joined); e.g. "
+    "--ray 10.0.0.5:6379. Default: SPARRING_RAY_ADDRESS, else this machine plays (docs/scaling.md).")]
+"""--ray of the commands that play episodes (play, eval): ``app.ray_workers``."""
+
+
+def ray_cluster_or_exit(settings: Settings, address: str | None):
+    """The Ray cluster of --ray (or SPARRING_RAY_ADDRESS), checked; None when neither is given."""
+    address = address or settings.ray_address
+    if address is None:
+        return None
+    from app.ray_workers import RaySetupError, connect
+
+    try:
+        return connect(settings, address)
+    except RaySetupError as exc:
+        fail(str(exc))
+
+
 ConcurrencyOption = Annotated[int, typer.Option(
     "--concurrency", "-c", min=1, help="Episodes played at once (all of them wait on the model together: "
     "SPARRING_MAX_BATCH_SIZE of their requests are decoded in one batch).")]

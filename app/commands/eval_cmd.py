@@ -10,10 +10,12 @@ from app.commands.common import (
     ConcurrencyOption,
     DbOption,
     FormatOption,
+    RayOption,
     clean_up_stale_work,
     err,
     fail,
     out,
+    ray_cluster_or_exit,
     settings_or_exit,
     store_or_exit,
 )
@@ -24,6 +26,7 @@ from app.wiring import SEAT_SPEC_HELP, SeatSpecError, other_base_model, parse_se
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from app.ray_workers import Cluster
     from app.settings import Settings
     from evaluation.evaluator import EvaluationResult
     from evaluation.stats import Estimate, PairedComparison
@@ -64,6 +67,7 @@ def evaluate(
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 96,
     concurrency: ConcurrencyOption = 256,
     seed: Annotated[int | None, typer.Option(help="Seed for task choice and episodes (default: settings).")] = None,
+    ray: RayOption = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -88,6 +92,7 @@ def evaluate(
     * `sparring eval --seat actor=model:actor@v2 --split unseen --family mul --family div`
     * `sparring eval --tasks examples/gsm8k_sample.jsonl -n 20 --seat critic=model:critic@v1`
     * `sparring eval --seat actor=scripted:calculator --seat critic=scripted:always-incorrect --turns 1`
+    * `sparring eval --seat actor=model:actor@v2 -n 2000 --ray 10.0.0.5:6379`  (as many workers as the cluster holds)
     """
     from evaluation.task_sets import evaluation_sets, only_families
     from graphs.games import UnknownGameError, get_game
@@ -110,7 +115,13 @@ def evaluate(
     clean_up_stale_work(engine)
     policy_sets = [first] if second is None else [first, second]
     _check_adapters(engine, settings, policy_sets)  # before anything is played or logged
-    results = _play(engine, settings, spec, task_sets, options, policy_sets, max_new_tokens, concurrency)
+    cluster = ray_cluster_or_exit(settings, ray)
+    if cluster is None:
+        results = _play(engine, settings, spec, task_sets, options, policy_sets, max_new_tokens, concurrency)
+    else:
+        with cluster:
+            results = _play(engine, settings, spec, task_sets, options, policy_sets, max_new_tokens, concurrency,
+                            cluster)
     records: list[dict[str, Any]] = []
     for name, task_list in task_sets.items():
         title = f"{spec.name}: {len(task_list)} {_set_title(name)} tasks, greedy, seed {settings.seed}"
@@ -153,8 +164,9 @@ def _check_adapters(engine: Engine, settings: Settings, sets: list[dict[str, str
 
 
 def _play(engine: Engine, settings: Settings, game, task_sets: dict[str, list[Task]], options,
-          sets: list[dict[str, str]], max_new_tokens: int, concurrency: int) -> dict[str, list[EvaluationResult]]:
-    """Each task set's evaluations, one per policy set, in order."""
+          sets: list[dict[str, str]], max_new_tokens: int, concurrency: int,
+          cluster: Cluster | None = None) -> dict[str, list[EvaluationResult]]:
+    """Each task set's evaluations, one per policy set, in order; played on ``cluster`` when given."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from app.commands.retrain import PhaseBars
@@ -163,8 +175,15 @@ def _play(engine: Engine, settings: Settings, game, task_sets: dict[str, list[Ta
     from evaluation.task_sets import evaluators
     from graphs.policies.base import SamplingParams
 
-    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine,
-                            deciding=True)
+    sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
+    factory = PolicyFactory(settings, sampling, engine, deciding=True)
+    player = None
+    if cluster is not None:
+        from app.playing import PlayJob
+        from app.ray_workers import evaluation_player
+
+        player = evaluation_player(cluster, engine, PlayJob(settings, game.name, {}, options, sampling, concurrency,
+                                                            None, {"ray": cluster.address}, deciding=True))
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True)
 
@@ -177,9 +196,9 @@ def _play(engine: Engine, settings: Settings, game, task_sets: dict[str, list[Ta
                     fail(f"could not set up the policies: {exc}")
             made = evaluators(engine, game, task_sets, settings.seed, options, concurrency,
                               say=lambda message: progress.console.print(f"[dim]{message}[/]"),
-                              progress=PhaseBars(progress))
+                              progress=PhaseBars(progress), player=player)
             with progress:
-                return {e.name: [await e(policies, label=f"{_label(specs)} ({e.name})")
+                return {e.name: [await e(policies, label=f"{_label(specs)} ({e.name})", seats=specs)
                                  for policies, specs in zip(policy_sets, sets, strict=True)] for e in made}
         finally:
             await factory.aclose()

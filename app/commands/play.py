@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from app.commands.common import (
-    DbOption, FormatOption, clean_up_stale_work, err, fail, out, settings_or_exit, store_or_exit,
+    DbOption, FormatOption, RayOption, clean_up_stale_work, err, fail, out, ray_cluster_or_exit, settings_or_exit,
+    store_or_exit,
 )
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.interrupts import exit_when_stopped
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from app.playing import PlayJob
+    from app.ray_workers import Cluster
     from app.settings import Settings
     from graphs.tasks.base import Task
 
@@ -85,15 +87,18 @@ def play(
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for task choice and sampling (default: settings).")] = None,
     workers: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--workers",
             "-w",
             min=1,
-            help="Processes that play the episodes, each with its own models and --concurrency; "
-            "episode i keeps task i and seed SEED+i whatever the number.",
+            help="Processes that play the episodes, each with its own models and --concurrency, e.g. -w 4; "
+            "episode i keeps task i and seed SEED+i whatever the number. Default 1; with --ray, as many as "
+            "the cluster holds.",
+            show_default=False,
         ),
-    ] = 1,
+    ] = None,
+    ray: RayOption = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -105,6 +110,7 @@ def play(
     * `sparring play debate -n 8 --rounds 2 --seat debater_b=scripted:stubborn`
     * `sparring play math-reflection --tasks examples/gsm8k_sample.jsonl -n 20 --temperature 0`
     * `sparring play math-reflection -n 1024 -c 32 --workers 4`  (4 processes, one store)
+    * `sparring play math-reflection -n 4096 --ray 10.0.0.5:6379 --db postgresql+psycopg://me@10.0.0.5/sparring`
     * `sparring play negotiation --help`  (the game's seats, bots, options and metrics)
     * `sparring play --game debate -n 8`  (the game named as eval, retrain and deploy name it)
     """
@@ -149,6 +155,7 @@ def play(
     except SeatSpecError as exc:
         fail(str(exc))
     clean_up_stale_work(engine)
+    cluster = ray_cluster_or_exit(settings, ray)
     job = PlayJob(
         settings=settings,
         game=spec.name,
@@ -171,11 +178,24 @@ def play(
     )
     bar = _Bar(spec.name, len(task_list), transient=fmt != Format.table)
     with exit_when_stopped("interrupted: finished episodes are kept, running ones are marked failed"):
-        if workers == 1:
+        if cluster is not None:
+            with cluster:
+                summary = _play_on_ray(job, task_list, cluster, workers or cluster.capacity, engine, bar)
+        elif workers is None or workers == 1:
             summary = _play_here(job, task_list, engine, bar)
         else:
             summary = _play_in_workers(job, task_list, workers, engine, bar)
     _print_summary(summary, fmt)
+    if summary.get("unplayed") or summary.get("worker_errors"):
+        fail(
+            f"{'; '.join(summary.get('worker_errors', []) + summary.get('workers_lost', []))}. "
+            f"{summary.get('unplayed', 0)} episode(s) were not played (see `sparring episodes list --run "
+            f"{summary['run_id']} --status failed`).",
+            code=1,
+        )
+    if summary.get("workers_lost"):
+        err.print(f"[yellow]{'; '.join(summary['workers_lost'])}[/]. The unfinished episodes were played again "
+                  f"({summary['replayed']} replayed); the cut ones are marked failed", highlight=False)
     if summary.get("workers_died"):
         fail(
             f"{'; '.join(summary['workers_died'])}. The others finished. What a dead worker finished is kept, its "
@@ -215,6 +235,11 @@ class _Bar:
     def tick(self, succeeded: bool) -> None:
         self.counts["ok" if succeeded else "bad"] += 1
         self.progress.update(self.task, advance=1, **self.counts)
+
+    def show(self, ok: int, bad: int) -> None:
+        """Set the counts (`--ray` reads them from the store)."""
+        self.counts.update(ok=ok, bad=bad)
+        self.progress.update(self.task, completed=ok + bad, **self.counts)
 
     def note(self, text: str) -> None:
         self.progress.update(self.task, note=f"  {text}")
@@ -292,6 +317,51 @@ def _play_in_workers(
         if outcome.died:
             summary["workers_died"] = outcome.died
         recorder.finish_run(run.id, "failed" if outcome.died else "finished", summary)
+    return summary
+
+
+def _play_on_ray(
+    job: PlayJob, task_list: Sequence[Task], cluster: Cluster, workers: int, engine: Engine, bar: _Bar
+) -> dict[str, Any]:
+    """``--ray``: workers on the cluster play the episodes (``app.ray_workers``); this process
+    writes the command's run and shows the progress the store shows. Ctrl-C or SIGTERM: the
+    signal's KeyboardInterrupt once the workers are killed and every run is interrupted."""
+    from app.interrupts import run_interruptible
+    from app.playing import summarize
+    from app.ray_workers import play_on_ray
+    from storage.recorder import Recorder
+
+    workers = min(workers, len(task_list))
+    run = job.run_record(workers=workers, ray=cluster.address)
+
+    def show(played: dict[int, str]) -> None:
+        ok = sum(status == "succeeded" for status in played.values())
+        bar.show(ok, len(played) - ok)
+
+    started = time.perf_counter()
+    with Recorder(engine) as recorder:
+        recorder.start_run(run)
+        bar.note(f"{workers} ray workers")
+        try:
+            with bar.progress:
+                outcome = run_interruptible(play_on_ray(
+                    job, task_list, cluster=cluster, workers=workers, engine=engine, parent_run_id=run.id,
+                    on_progress=show,
+                ))
+        except KeyboardInterrupt:
+            recorder.finish_run(run.id, "interrupted", {})
+            raise
+        except Exception as exc:
+            recorder.finish_run(run.id, "failed", {"error": str(exc)})
+            fail(f"could not play on the Ray cluster: {exc}", code=1)
+        summary = summarize(engine, run.id, job.game, completion_tokens=outcome.completion_tokens,
+                            wall_s=time.perf_counter() - started)
+        summary.update(workers=workers, replayed=outcome.replayed, unplayed=outcome.unplayed)
+        if outcome.lost:
+            summary["workers_lost"] = outcome.lost
+        if outcome.errors:
+            summary["worker_errors"] = outcome.errors
+        recorder.finish_run(run.id, "failed" if outcome.unplayed or outcome.errors else "finished", summary)
     return summary
 
 

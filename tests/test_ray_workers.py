@@ -1,0 +1,302 @@
+"""`sparring play --ray` and `sparring eval --ray` on a real local Ray cluster (a head and a
+second node started on loopback) writing to a real PostgreSQL database.
+
+The CLI runs as a subprocess with scripted seats, so no model loads; a Ray worker is killed by
+the pid its run records, as a user's `kill` would. One cluster serves the whole module; its
+nodes are stopped (and `ray stop` run) at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select
+from typer.testing import CliRunner
+
+from app.cli import app
+from app.playing import INTERRUPTED
+from ctrl_c import default_sigint
+from graphs.tasks import load_tasks
+from storage.engine import open_store
+from storage.models import Episode, EpisodePayload, Run
+from storage.orphans import process_exists
+from storage.queries import count_episodes_by_status
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = str(Path(sys.executable).with_name("ray"))
+SCRIPTED = ["--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-correct"]
+NODE = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--node-ip-address", "127.0.0.1",
+        "--disable-usage-stats", "--block"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_node(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """A node of the test cluster; its raylet waits up to 2 minutes for its agents (a loaded machine
+    starts them slowly; Ray's default gives up and crashes)."""
+    env = {**(os.environ if env is None else env), "RAY_agent_register_timeout_ms": "120000"}
+    return subprocess.Popen(["nice", "-n", "19", RAY, "start", *args, *NODE], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_for_cpus(address: str, cpus: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = subprocess.run([RAY, "status", "--address", address], capture_output=True, text=True)
+        if f"/{cpus}.0 CPU" in status.stdout:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the Ray cluster at {address} never had {cpus} CPUs")
+
+
+def _stop_node(node: subprocess.Popen[bytes]) -> None:
+    """Stop the processes of a node: SIGTERM to `ray start --block` (its session), SIGKILL after 5 s."""
+    if node.poll() is None:
+        os.killpg(node.pid, signal.SIGTERM)
+        try:
+            node.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(node.pid, signal.SIGKILL)
+            node.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """The address of a two-node Ray cluster on loopback: a head and a second node, 1 CPU each."""
+    address = f"127.0.0.1:{_free_port()}"
+    nodes = [_start_node("--head", "--port", address.split(":")[1], "--include-dashboard=false")]
+    try:
+        _wait_for_cpus(address, 1)
+        nodes.append(_start_node("--address", address, "--dashboard-agent-listen-port", "0"))
+        _wait_for_cpus(address, 2)
+        yield address
+    finally:
+        subprocess.run([RAY, "stop", "--force"], capture_output=True)
+        for node in nodes:
+            _stop_node(node)
+
+
+def _env(url: str, tmp_path: Path, **more: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SPARRING_")}
+    environ.update(SPARRING_DATABASE_URL=url, SPARRING_DATA_DIR=str(tmp_path / "data"),
+                   SPARRING_RAY_WORKER_CPUS="0.5", **more)  # 2 CPUs: 4 workers at once
+    return environ
+
+
+def _sparring(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "app.cli", *args, "-f", "json"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+
+
+def _finish(process: subprocess.Popen[str], timeout: float = 180) -> tuple[int, Any, str]:
+    stdout, stderr = process.communicate(timeout=timeout)
+    lines = stdout.strip().splitlines()
+    return process.returncode, json.loads(lines[-1]) if lines else None, stderr
+
+
+def _runs(engine: Engine) -> list[Any]:
+    with engine.connect() as conn:
+        return list(conn.execute(select(Run).order_by(Run.started_at)))
+
+
+def _episodes(engine: Engine) -> list[Any]:
+    query = select(Episode.run_id, Episode.task_id, Episode.seed, Episode.status, EpisodePayload.error).join(
+        EpisodePayload, EpisodePayload.episode_id == Episode.id)
+    with engine.connect() as conn:
+        return list(conn.execute(query))
+
+
+def _worker_run(engine: Engine, worker: int, timeout: float = 120) -> Any:
+    """The run of Ray worker ``worker`` once the store shows it with finished and running episodes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = [r for r in _runs(engine) if r.parent_id and r.config["worker"] == worker]
+        if runs and {"succeeded", "running"} <= set(count_episodes_by_status(engine, runs[0].id)):
+            return runs[0]
+        time.sleep(0.01)
+    raise AssertionError(f"ray worker {worker} never had running episodes in the store")
+
+
+def test_ray_workers_play_every_episode_once(cluster: str, postgres_url: str, tmp_path: Path) -> None:
+    """Three workers on two nodes: each episode exactly once, with the task and seed one process gives it."""
+    n, seed = 90, 5
+    code, summary, stderr = _finish(_sparring(_env(postgres_url, tmp_path), "play", "math-reflection", *SCRIPTED,
+                                              "-n", str(n), "-c", "4", "--seed", str(seed), "--workers", "3",
+                                              "--ray", cluster))
+    assert code == 0, stderr
+    assert (summary[0]["episodes"], summary[0]["succeeded"], summary[0]["workers"]) == (n, n, 3)
+    engine = open_store(postgres_url)
+    parent, *children = _runs(engine)
+    assert parent.status == "finished" and parent.config["ray"] == cluster
+    assert len(children) == 3 and {(c.parent_id, c.status) for c in children} == {(parent.id, "finished")}
+    tasks = load_tasks("arithmetic", n=n, seed=seed, split="train")
+    assert sorted((e.task_id, e.seed) for e in _episodes(engine)) == sorted((t.id, seed + i) for i, t in
+                                                                            enumerate(tasks))
+    engine.dispose()
+
+
+def test_a_killed_ray_worker_has_its_unfinished_episodes_replayed(cluster: str, postgres_url: str,
+                                                                   tmp_path: Path) -> None:
+    n, seed = 400, 3
+    engine = open_store(postgres_url)
+    process = _sparring(_env(postgres_url, tmp_path), "play", "math-reflection", *SCRIPTED, "-n", str(n), "-c", "4",
+                        "--seed", str(seed), "--workers", "2", "--ray", cluster)
+    victim = _worker_run(engine, worker=1)
+    os.kill(victim.pid, signal.SIGSTOP)
+    cut = count_episodes_by_status(engine, victim.id).get("running", 0)
+    os.kill(victim.pid, signal.SIGKILL)
+    code, summary, stderr = _finish(process)
+
+    assert code == 0, stderr
+    said = " ".join(stderr.split())
+    assert "ray worker 1" in said and "The unfinished episodes were played again" in said
+    by_id = {r.id: r for r in _runs(engine)}
+    assert by_id[victim.id].status == "failed" and "ray worker 1" in by_id[victim.id].summary["error"]
+    victim_done = count_episodes_by_status(engine, victim.id).get("succeeded", 0)
+    replays = [r for r in by_id.values() if r.config.get("attempt") == 1]
+    assert replays and {r.status for r in replays} == {"finished"}
+    assert summary[0]["replayed"] == victim.config["episodes"] - victim_done == sum(r.config["episodes"]
+                                                                                     for r in replays)
+    episodes = _episodes(engine)
+    succeeded = Counter(e.seed for e in episodes if e.status == "succeeded")
+    assert succeeded == Counter(range(seed, seed + n))  # every episode once: none lost, none twice
+    failed = [e for e in episodes if e.status != "succeeded"]
+    assert cut > 0 and len(failed) == cut == summary[0]["failed"]  # exactly those it was playing when killed
+    assert all(e.run_id == victim.id and e.error.startswith("interrupted: ray worker 1 (") for e in failed)
+    assert len(episodes) == n + cut
+    engine.dispose()
+
+
+def test_ctrl_c_stops_the_clusters_work_within_seconds(cluster: str, postgres_url: str, tmp_path: Path) -> None:
+    engine = open_store(postgres_url)
+    process = _sparring(_env(postgres_url, tmp_path), "play", "math-reflection", *SCRIPTED, "-n", "20000",
+                        "-c", "4", "--workers", "2", "--ray", cluster)
+    workers = [_worker_run(engine, worker=k) for k in (0, 1)]
+    process.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    code, summary, stderr = _finish(process)
+
+    assert time.monotonic() - sent < 20  # on 2 busy cores; a quiet machine takes about a second
+    assert code == 130 and summary is None and "interrupted" in stderr
+    assert not any(process_exists(w.pid) for w in workers)  # no worker plays on
+    assert {r.status for r in _runs(engine)} == {"interrupted"}
+    statuses = Counter(e.status for e in _episodes(engine))
+    assert set(statuses) <= {"succeeded", "failed"} and 0 < statuses["succeeded"] < 20000
+    assert {e.error for e in _episodes(engine) if e.status == "failed"} <= {INTERRUPTED}
+    engine.dispose()
+
+
+def test_eval_on_ray_gives_the_figures_of_one_process(cluster: str, postgres_url: str, tmp_path: Path) -> None:
+    """The same evaluation on the cluster and in one process (a SQLite store): the same figures;
+    asked again, the cluster's run is reused."""
+    args = ["eval", "--seat", "actor=scripted:calculator", "--seat", "critic=scripted:always-incorrect",
+            "--turns", "1", "-n", "12"]
+    code, on_ray, stderr = _finish(_sparring(_env(postgres_url, tmp_path), *args, "--ray", cluster))
+    assert code == 0, stderr
+    local_env = _env(f"sqlite:///{tmp_path / 'local.db'}", tmp_path)
+    code, here, stderr = _finish(_sparring(local_env, *args))
+    assert code == 0, stderr
+    figures = [{k: r[k] for k in ("metric", "family", "value", "n", "set")} for r in on_ray]
+    assert figures == [{k: r[k] for k in ("metric", "family", "value", "n", "set")} for r in here]
+    assert {(r["set"], r["n"]) for r in on_ray if r["metric"] == "pass@turn-1" and r["family"] is None} == {
+        ("unseen", 12), ("heldout", 12)}
+    engine = open_store(postgres_url)
+    evaluations = [r for r in _runs(engine) if r.parent_id is None]
+    assert {r.status for r in evaluations} == {"finished"} and all(
+        count_episodes_by_status(engine, r.id) == {"succeeded": 12} for r in evaluations)
+    engine.dispose()
+    code, again, stderr = _finish(_sparring(_env(postgres_url, tmp_path), *args, "--ray", cluster))
+    assert code == 0 and {r["reused"] for r in again} == {True}, stderr
+
+
+# --- bad input: a clear error before anything is played --------------------------------------
+
+
+def _refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, *args: str) -> str:
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    result = CliRunner().invoke(app, ["play", "math-reflection", *SCRIPTED, "-n", "4", *args])
+    assert result.exit_code == 2, result.output
+    engine = open_store(url)
+    assert _runs(engine) == []  # nothing was played
+    engine.dispose()
+    return " ".join(result.output.split())
+
+
+def test_ray_refuses_sqlite(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    message = _refused(monkeypatch, tmp_path, f"sqlite:///{tmp_path / 'one.db'}", "--ray", "127.0.0.1:1")
+    assert "--ray needs a PostgreSQL store" in message and "SPARRING_DATABASE_URL=postgresql" in message
+
+
+def test_ray_names_an_address_nobody_answers(monkeypatch: pytest.MonkeyPatch, postgres_url: str,
+                                             tmp_path: Path) -> None:
+    message = _refused(monkeypatch, tmp_path, postgres_url, "--ray", f"127.0.0.1:{_free_port()}")
+    assert "no Ray cluster answers at 127.0.0.1:" in message and "ray start --head" in message
+
+
+def test_ray_not_installed_names_the_install_command(monkeypatch: pytest.MonkeyPatch, postgres_url: str,
+                                                     tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    message = _refused(monkeypatch, tmp_path, postgres_url, "--ray", "auto")
+    assert "Ray, which is not installed here" in message and "pip install 'sparring[ray]'" in message
+
+
+def test_ray_refuses_a_gpu_the_cluster_lacks(cluster: str, postgres_url: str, tmp_path: Path) -> None:
+    code, _, stderr = _finish(_sparring(_env(postgres_url, tmp_path, SPARRING_DEVICE="cuda"), "play",
+                                        "math-reflection", *SCRIPTED, "-n", "4", "--ray", cluster))
+    assert code == 2 and "asks for a GPU, but the Ray cluster" in " ".join(stderr.split())
+    engine = open_store(postgres_url)
+    assert _runs(engine) == []
+    engine.dispose()
+
+
+NO_SPARRING = """import sys
+
+
+class NoSparring:  # this node's Python cannot import sparring's packages
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {"app", "graphs", "storage", "training", "evaluation"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, NoSparring())
+"""
+
+
+def test_ray_names_a_node_without_sparring(cluster: str, postgres_url: str, tmp_path: Path) -> None:
+    """A third node whose Python cannot import sparring (a ``sitecustomize`` hides it: on one
+    machine, Ray would otherwise hand the driver's ``sys.path`` to the node's workers)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_SPARRING)
+    node = _start_node("--address", cluster, "--dashboard-agent-listen-port", "0",
+                       env={**os.environ, "PYTHONPATH": str(site)})
+    try:
+        _wait_for_cpus(cluster, 3)
+        code, _, stderr = _finish(_sparring(_env(postgres_url, tmp_path), "play", "math-reflection", *SCRIPTED,
+                                            "-n", "4", "--ray", cluster))
+    finally:
+        _stop_node(node)
+    message = " ".join(stderr.split())
+    assert code == 2 and "cannot import sparring: install it on every node" in message, stderr
+    engine = open_store(postgres_url)
+    assert _runs(engine) == []
+    engine.dispose()
