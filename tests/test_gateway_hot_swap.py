@@ -163,3 +163,21 @@ def test_a_version_that_cannot_be_served_is_refused_and_nothing_serves_in_its_pl
     assert unknown["code"] == "model_not_found" and "no adapter version has that name" in unknown["message"]
     assert still["served_by"] == "actor@v1"
     assert lab.rows("SELECT served_by FROM turns") == [{"served_by": "actor@v1"}]  # no refused call was logged
+
+
+def test_models_lists_only_what_can_be_served(lab):
+    other_shape = unloadable(lab)  # its folder checks out; only its load fails
+    deleted = lab.publish("actor", active=False, seed=4)
+    shutil.rmtree(get_version(lab.engine, deleted).path)
+    changed = lab.publish("drafter", seed=5)  # the active version of its role, then overwritten
+    (get_version(lab.engine, changed).path / "adapter_model.safetensors").write_bytes(b"not an adapter")
+    with serve(lab) as served:
+        client = client_of(served)
+        listed = [m.id for m in client.models.list()]
+        failed = refused(client, other_shape, openai.ConflictError)
+        after_failed_load = [m.id for m in client.models.list()]
+        also_refused = refused(client, changed, openai.ConflictError)
+    assert listed == ["base", "actor", "actor@v1", "actor@v2", other_shape]
+    assert after_failed_load == ["base", "actor", "actor@v1", "actor@v2"]
+    assert "do not have the shapes" in failed["message"]
+    assert "has changed since publishing" in also_refused["message"]  # listed or not, asking says why

@@ -193,21 +193,29 @@ async def gate_and_deploy(
                   + "; ".join(finding.describe() for finding in worse))
     result = GateResult(role, candidate.name, baseline, gate.name, margin, promoted, reason, comparison,
                         cand_eval, base_eval, guard_evals, families, worse)
-    with engine.begin() as conn:
-        conn.execute(Evaluation.__table__.insert().values(
-            adapter_version_id=candidate.id, baseline_version_id=active.id if active else None,
-            game=evaluate.game.name, split=evaluate.name, n_tasks=len(evaluate.tasks), seed=evaluate.seed,
-            metrics=result.figures(),
-        ))
+    record_decision(engine, candidate, active, result, game=evaluate.game.name, split=evaluate.name,
+                    n_tasks=len(evaluate.tasks), seed=evaluate.seed)
     if result.promoted:
-        promote(engine, candidate.name, eval=result.figures())
         live.swap(role, candidate.name)
         keep = {candidate.name, active.name if active else None}
     else:
-        reject(engine, candidate.name, eval=result.figures())
         keep = {active.name if active else None}
     await _unload_older(backend, role, keep)
     return result
+
+
+def record_decision(engine: Engine, candidate: AdapterRecord, active: AdapterRecord | None, result: GateResult, *,
+                    game: str, split: str, n_tasks: int, seed: int) -> None:
+    """Keep the gate's figures (an ``evaluations`` row) and promote or reject the candidate."""
+    with engine.begin() as conn:
+        conn.execute(Evaluation.__table__.insert().values(
+            adapter_version_id=candidate.id, baseline_version_id=active.id if active else None,
+            game=game, split=split, n_tasks=n_tasks, seed=seed, metrics=result.figures(),
+        ))
+    if result.promoted:
+        promote(engine, candidate.name, eval=result.figures())
+    else:
+        reject(engine, candidate.name, eval=result.figures())
 
 
 async def _unload_older(backend: Backend, role: str, keep: set[str | None]) -> None:

@@ -29,9 +29,9 @@ from storage.models import Episode
 from storage.recorder import Recorder
 from storage.records import RunRecord
 from training.datasets import DatasetError, LogFilter, SFTOptions, build_snapshot, load_snapshot
-from training.deploy import LivePolicies, gate_and_deploy
+from training.deploy import GateResult, LivePolicies, gate_and_deploy
 from training.jobs import run_training_job
-from training.registry import active_version
+from training.registry import AdapterRecord, active_version
 from training.trainers.kinds import kind_names, trainer_kind
 
 JudgeRows = Literal["own", "truth"]
@@ -179,12 +179,16 @@ async def retrain_round(
                 options=options, progress=progress, exclude={t.id for t in practised})
             recorder.flush()  # the dataset builds below read these episodes from the store
             outcomes = []
+            sets = " and ".join(f"{len(e.tasks)} {e.name} tasks" for e in (evaluate, *guards))
             for role in config.roles:  # a role's failure is its outcome; only an interrupt gets out
-                outcome = await _train_and_gate(engine, game, backend, live, evaluate, config, role, guards=guards,
-                                                base_model=base_model, device=device, store_dir=store_dir,
-                                                cache_dir=cache_dir, seed=seed, say=say,
-                                                progress=lambda step, total, role=role: progress(
-                                                    f"round {round_index}: train {role}", step, total))
+                outcome = await train_and_gate(
+                    engine, game.name, config, role,
+                    lambda adapter: gate_and_deploy(engine, adapter, backend, live, evaluate, margin=config.margin,
+                                                    guards=guards),
+                    rows=lambda role=role: sft_options(config, game, role), gated_on=sets,
+                    base_model=base_model, device=device, store_dir=store_dir, cache_dir=cache_dir, seed=seed,
+                    say=say, progress=lambda step, total, role=role: progress(f"round {round_index}: train {role}",
+                                                                              step, total))
                 outcomes.append(outcome)
         except BaseException:
             recorder.abort_running(run_id, f"retrain round {round_index} was interrupted")
@@ -309,14 +313,18 @@ def sft_options(config: RetrainConfig, game: GameSpec, role: str) -> SFTOptions 
     return SFTOptions(balance=True) if balance else None
 
 
-async def _train_and_gate(
-    engine, game, backend, live, evaluate: Evaluator, config: RetrainConfig, role: str, *, base_model, device,
-    store_dir, cache_dir, seed, say, progress: Callable[[int, int], None], guards: Sequence[Evaluator] = (),
+async def train_and_gate(
+    engine: Engine, game: str, config: RetrainConfig, role: str, gate: Callable[[AdapterRecord], Awaitable[GateResult]],
+    *, rows: Callable[[], SFTOptions | None] = lambda: None, gated_on: str, base_model: str, device: str,
+    store_dir: Path, cache_dir: Path, seed: int, say: Callable[[str], None], progress: Callable[[int, int], None],
 ) -> RoleOutcome:
+    """Build ``role``'s rows of ``game`` since the watermark (``rows``: how), train a candidate from
+    the active version, and ``gate`` it (``gated_on``: what the gate plays, for the message); any
+    failure is the outcome's."""
     outcome = RoleOutcome(role, "failed")
     try:
-        options = sft_options(config, game, role)
-        snapshot = build_snapshot(engine, config.trainer, role, game=game.name, base_model=base_model,
+        options = rows()
+        snapshot = build_snapshot(engine, config.trainer, role, game=game, base_model=base_model,
                                   out_dir=store_dir / "datasets", since="latest", log_filter=LogFilter(split="train"),
                                   options=options, seed=seed, for_training=True)
         outcome.snapshot_id, outcome.rows = snapshot.id, snapshot.row_count
@@ -335,13 +343,11 @@ async def _train_and_gate(
                                parent=active_version(engine, role), dataset_snapshot_id=snapshot.id,
                                progress=progress, isolated=True)
         outcome.candidate = job.adapter.name
-        sets = " and ".join(f"{len(e.tasks)} {e.name} tasks" for e in (evaluate, *guards))
-        say(f"gating {job.adapter.name} on {sets}")
-        gate = await gate_and_deploy(engine, job.adapter, backend, live, evaluate, margin=config.margin,
-                                     guards=guards)
-        outcome.gate = gate.figures()
-        outcome.status = "promoted" if gate.promoted else "rejected"
-        outcome.detail = gate.reason
+        say(f"gating {job.adapter.name} on {gated_on}")
+        result = await gate(job.adapter)
+        outcome.gate = result.figures()
+        outcome.status = "promoted" if result.promoted else "rejected"
+        outcome.detail = result.reason
     except DatasetError as exc:
         outcome.status, outcome.detail = "skipped", str(exc)
     except Exception as exc:  # a failed role is recorded; the loop goes on with the active adapters

@@ -11,10 +11,8 @@ from app.commands.common import (
     DbOption, api_token_for, clean_up_stale_work, err, settings_or_exit, store_or_exit,
 )
 from app.commands.settings_cmd import mask_url
-from app.gateway import MAX_BODY_BYTES
+from app.gateway import MAX_BODY_BYTES, MAX_TOKENS
 from storage.redact import redact
-
-DEFAULT_MAX_TOKENS = 4096
 
 
 def gateway(
@@ -26,7 +24,7 @@ def gateway(
     max_tokens: Annotated[int, typer.Option(min=1, help="Most tokens one request may ask to generate (at most the "
                                             "model's context, less the prompt); a request asking more is "
                                             "refused.")]
-    = DEFAULT_MAX_TOKENS,
+    = MAX_TOKENS,
     max_body_bytes: Annotated[int, typer.Option(min=1024, help="Largest request body accepted, in bytes.")]
     = MAX_BODY_BYTES,
     db: DbOption = None,

@@ -145,6 +145,16 @@ def retrain(
                      "samples, min_rows... as `min_rows: 32`, `roles: [critic]`) and `train:` trainer settings as "
                      "in `train --config`. Options given here override it.", show_default=False),
     ] = None,
+    play_script: Annotated[str | None, typer.Option(
+        help="External game: the command line of your agent that plays training episodes, run once per role "
+             "each round through a gateway started here (SPARRING_GATEWAY_URL, SPARRING_GATEWAY_MODEL, "
+             "SPARRING_GATEWAY_ROLE, SPARRING_GATEWAY_SPLIT in its environment).", show_default=False)] = None,
+    eval_script: Annotated[str | None, typer.Option(
+        help="External game: the command line of your evaluation, which gates each candidate as `sparring "
+             "deploy --eval-script` does.", show_default=False)] = None,
+    metric: Annotated[str, typer.Option(
+        help="External game: what the gates compare, per task: 'reward', each episode's headline reward, or "
+             "the name of a reward the role's seat gets.")] = "reward",
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -186,7 +196,28 @@ def retrain(
     * `sparring retrain --game debate --roles debater_a --seat debater_b=pool:debater_a/uniform --rounds 3`
       (self-play against its own history: the pool is re-read every round; gates and the
       report play debater_b's default policy, the base model)
+
+    An external game (played through `sparring gateway`, not registered) is played by your
+    scripts: each round, --play-script plays once per role (its episodes are training data),
+    then each role is trained on what is new and its candidate gated by --eval-script, as
+    `sparring deploy --eval-script` gates it. Manual: docs/gateway.md.
+
+    * `sparring retrain --game review --roles solver --trainer dpo --play-script "python
+      examples/langgraph_review.py --episodes 32" --eval-script "python
+      examples/langgraph_review.py"`
     """
+    from app.commands.external_game import registered
+
+    if not registered(game):
+        _retrain_external(ctx, game, config_file, roles=roles, trainer=trainer, margin=margin, min_rows=min_rows,
+                          rounds=1 if once else rounds, play_script=play_script, eval_script=eval_script,
+                          metric=metric, db=db, fmt=fmt, flags={
+                              "learning_rate": ("learning_rate", learning_rate), "num_train_epochs": ("epochs", epochs),
+                              "max_steps": ("max_steps", max_steps), "max_seconds": ("max_seconds", max_seconds)})
+        return
+    if play_script is not None or eval_script is not None or metric != "reward":
+        fail(f"--play-script, --eval-script and --metric play an external game; {game!r} is registered: its rounds "
+             "play its own tasks (--tasks) and its gates its held-out ones, on its own metrics")
     from app.seat_draws import RoundDraws, check_draws, drawn_specs, evaluation_specs
     from evaluation.task_sets import check_held_out, evaluation_sets, evaluators
     from graphs.games import UnknownGameError, get_game
@@ -309,6 +340,49 @@ def retrain(
         title = ", ".join([f"{spec.name}: {sizes} tasks", "greedy", *describe(options)])
         _print_learning(figures, report_sets, spec.report_metrics, fmt, title,
                         figure_path(settings.database_url, settings.data_dir, LEARNING_CURVE))
+
+
+REGISTERED_ONLY = ("every_episodes", "every_minutes", "samples", "tasks", "practice", "practice_samples",
+                   "practice_tasks", "eval_tasks", "report_tasks", "guard", "judge_rows", "judge_max_rows",
+                   "refinements", "first_repairs", "answer_lines", "temperature", "max_new_tokens", "concurrency",
+                   "seat", "report")
+"""retrain's options that play a registered game's own tasks and seats"""
+
+
+def _retrain_external(ctx: typer.Context, game: str, config_file: Path | None, *, roles: str | None, trainer: str,
+                      margin: float, min_rows: int, rounds: int, play_script: str | None, eval_script: str | None,
+                      metric: str, db: str | None, fmt: Format, flags: dict[str, tuple[str, Any]]) -> None:
+    """`sparring retrain` on an external game: ``app.gateway.rounds``."""
+    from app.commands.external_game import SCRIPT_HELP, refuse_registered_options, retrain_external
+    from training.loop import RetrainConfig
+
+    if play_script is None or eval_script is None:
+        fail(f"game {game!r} is not registered (`sparring games` lists those that are): its rounds are played by "
+             "your scripts; give --play-script (plays training episodes) and --eval-script (gates each "
+             "candidate). " + SCRIPT_HELP)
+    refuse_registered_options(game, {f"--{name.replace('_', '-')}": _given(ctx, name) for name in REGISTERED_ONLY})
+    settings = settings_or_exit(database_url=db)
+    chosen, file_train = _with_file(ctx, config_file, {
+        "roles": tuple(r.strip() for r in roles.split(",") if r.strip()) if roles else None, "trainer": trainer,
+        "margin": margin, "min_rows": min_rows})
+    source = f" (settings from {config_file} and the options)" if config_file is not None else ""
+    if not chosen["roles"]:
+        fail(f"game {game!r} is external: name the roles to train with --roles (the seats its calls logged, "
+             f"`sparring episodes list --game {game}` shows them)")
+    try:
+        config = RetrainConfig(**{k: chosen[k] for k in ("roles", "trainer", "margin", "min_rows")})
+    except ValueError as exc:
+        fail(str(exc) + source)
+    config = replace(config, train_options=_train_options(ctx, config.trainer, file_train, settings, source, flags))
+
+    def say(message: str) -> None:
+        err.print(f"[dim]{message}[/]", highlight=False)
+
+    with exit_when_stopped("interrupted: every committed episode, dataset and adapter is kept; the round's "
+                           "running episodes and training job are marked failed"):
+        outcomes = retrain_external(game, config, play_script=play_script, eval_script=eval_script, metric=metric,
+                                    rounds=rounds, settings=settings, say=say)
+    _print_rounds(outcomes, fmt)
 
 
 def _given(ctx: typer.Context, parameter: str) -> bool:

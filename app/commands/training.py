@@ -600,6 +600,20 @@ def deploy(
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Most tokens per model turn.")] = 160,
     concurrency: ConcurrencyOption = 256,
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
+    eval_script: Annotated[str | None, typer.Option(
+        help="External game: the command line of your evaluation, run twice through a gateway started here, "
+             "the role played by the candidate, then by the active version (SPARRING_GATEWAY_URL, "
+             "SPARRING_GATEWAY_MODEL, SPARRING_GATEWAY_ROLE, SPARRING_GATEWAY_SPLIT in its environment).",
+        show_default=False)] = None,
+    metric: Annotated[str, typer.Option(
+        help="External game: what the gate compares, per task: 'reward', each episode's headline reward (sent "
+             "with its end), or the name of a reward the role's seat gets.")] = "reward",
+    candidate_run: Annotated[str | None, typer.Option(
+        help="External game, instead of --eval-script: the run of evaluation episodes the candidate played.",
+        show_default=False)] = None,
+    baseline_run: Annotated[str | None, typer.Option(
+        help="External game, with --candidate-run: the run the active version (or base) played.",
+        show_default=False)] = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -608,12 +622,30 @@ def deploy(
     family got worse beyond noise on any set; otherwise mark it rejected. The in-process model
     plays in float32 (SPARRING_EVAL_DTYPE), so that no answer depends on what shares its batch.
 
+    An external game (played through `sparring gateway`, not registered) is gated by your own
+    evaluation: --eval-script plays it once per version, its episodes of split eval, and the
+    two runs are compared paired by task id on --metric, with the same rule. A script that
+    fails, logs no episode or leaves an episode unscored, or runs of different tasks, leave
+    the candidate a candidate. Manual: docs/gateway.md.
+
     Examples:
 
     * `sparring deploy actor`
     * `sparring deploy critic --candidate critic@v4 --eval-tasks 200 --margin 0.01`
     * `sparring deploy actor --guard gsm8k_test.jsonl`
+    * `sparring deploy solver --game review --eval-script "python examples/langgraph_review.py"`
+    * `sparring deploy solver --game review --metric correct --candidate-run 3f2a... --baseline-run 9c1b...`
     """
+    from app.commands.external_game import deploy_external, refuse_registered_options, registered
+
+    if not registered(game):
+        refuse_registered_options(game, {"--tasks": tasks is not None, "--guard": bool(guard), "--seat": bool(seat)})
+        _print_gate(deploy_external(role, candidate, game, eval_script=eval_script, candidate_run=candidate_run,
+                                    baseline_run=baseline_run, metric=metric, margin=margin, db=db), role, fmt)
+        return
+    if eval_script is not None or candidate_run is not None or baseline_run is not None or metric != "reward":
+        fail(f"--eval-script, --candidate-run, --baseline-run and --metric gate an external game; {game!r} is "
+             "registered: its gate plays its held-out tasks (--tasks, --eval-tasks, --guard) on its own metric")
     from evaluation.task_sets import evaluation_sets, evaluators
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.adapter_folder import AdapterFolderError
@@ -663,6 +695,10 @@ def deploy(
     except BackendError as exc:
         fail(f"cannot deploy {chosen.name}: {one_line(exc)} To set this candidate aside (deploy then takes the "
              f"newest other one): `sparring adapters reject {chosen.name}`", code=1)
+    _print_gate(result, role, fmt)
+
+
+def _print_gate(result, role: str, fmt: Format) -> None:
     row = {
         "candidate": result.candidate,
         "baseline": result.baseline,

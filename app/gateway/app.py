@@ -2,8 +2,9 @@
 
 ``gateway_session`` opens one run for the gateway process (its episodes belong to it) and the
 Ledger it writes through; when it closes, the episodes no client ended are marked failed as
-interrupted ones (error_stage "interrupted") and the run is finished. ``create_app`` serves a Gateway behind the
-Guard (host, token, body size); its shutdown closes the model backends.
+interrupted ones (error_stage "interrupted") and the run is finished (failed when the block
+raised). ``create_app`` serves a Gateway behind the Guard (host, token, body size); its shutdown
+closes the model backends.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from contextlib import asynccontextmanager, contextmanager
 from fastapi import FastAPI
 from sqlalchemy import Engine
 
-from app.gateway import MAX_BODY_BYTES, episodes_api, openai_api
+from app.gateway import MAX_BODY_BYTES, SPLIT, episodes_api, openai_api
 from app.gateway.book import Book
 from app.gateway.errors import HANDLERS
 from app.gateway.guard import Guard
@@ -30,16 +31,20 @@ from storage.records import RunRecord
 
 @contextmanager
 def gateway_session(engine: Engine, factory: PolicyFactory, *, game: str, max_tokens: int,
-                    config: dict[str, object] | None = None) -> Iterator[Gateway]:
-    """A Gateway logging into ``engine`` under a run of its own, for as long as the block runs."""
+                    config: dict[str, object] | None = None, split: str = SPLIT) -> Iterator[Gateway]:
+    """A Gateway logging into ``engine`` under a run of its own, for as long as the block runs;
+    ``split``: that of the episodes opened without one."""
     run = RunRecord.new(game, {"gateway": True, **(config or {})}, factory.settings.seed)
     with Ledger(engine) as ledger:
         ledger.recorder.start_run(run)
-        book = Book(ledger, game=game, run_id=run.id)
+        book = Book(ledger, game=game, run_id=run.id, split=split)
         status = RunStatus.INTERRUPTED
         try:
             yield Gateway(ModelNames(factory, engine), book, max_tokens, model_context(factory.model_backend()))
             status = RunStatus.FINISHED
+        except Exception:
+            status = RunStatus.FAILED
+            raise
         finally:
             interrupted = book.close()
             ledger.recorder.finish_run(run.id, status, {"episodes_not_ended": interrupted})

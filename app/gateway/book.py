@@ -68,8 +68,8 @@ class OpenEpisode:
 
 
 class Book:
-    def __init__(self, ledger: Ledger, *, game: str, run_id: str) -> None:
-        self.ledger, self.game, self.run_id = ledger, game, run_id
+    def __init__(self, ledger: Ledger, *, game: str, run_id: str, split: str = SPLIT) -> None:
+        self.ledger, self.game, self.run_id, self.split = ledger, game, run_id, split
         self._open: dict[str, OpenEpisode] = {}
         self._conversations: dict[str, str] = {}
         self._settling = asyncio.Lock()
@@ -80,13 +80,15 @@ class Book:
         return self.ledger.recorder
 
     async def open(self, *, game: str | None = None, task: dict[str, Any] | None = None,
-                   seats: dict[str, str] | None = None, split: str | None = SPLIT, difficulty: str | None = None,
+                   seats: dict[str, str] | None = None, split: str | None = None, difficulty: str | None = None,
                    seed: int = 0, conversation: str | None = None, standalone: bool = False) -> OpenEpisode:
-        """Start an episode; ``seats``: seat -> policy label (what plays it, as far as the client says)."""
+        """Start an episode; ``seats``: seat -> policy label (what plays it, as far as the client says);
+        ``split``: the Book's own when not given."""
         task, episode_id = dict(task or {}), uuid.uuid4().hex
         start = EpisodeStart(id=episode_id, run_id=self.run_id, game=game or self.game,
                              task_id=str(task.get("id") or conversation or episode_id), task_source=TASK_SOURCE,
-                             split=split, difficulty=difficulty, seed=seed, seats=dict(seats or {}), task=task)
+                             split=split or self.split, difficulty=difficulty, seed=seed, seats=dict(seats or {}),
+                             task=task)
         episode = OpenEpisode(episode_id, start, tuple(seats or ()), conversation, standalone,
                               outages=self.ledger.outages)
         self._open[episode.id] = episode

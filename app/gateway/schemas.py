@@ -72,8 +72,9 @@ class EpisodeIn(BaseModel):
     seats: list[str] | dict[str, str] = Field(
         default_factory=list, description="the seats that will call (any seat may when empty); as a mapping, "
         "seat -> the policy that plays it, as the client names it")
-    split: str | None = Field(SPLIT, min_length=1, max_length=200, description="train: training data; any "
-                              "other (eval, heldout) keeps the episode out of datasets")
+    split: str | None = Field(None, min_length=1, max_length=200, description=f"default: the gateway's ({SPLIT}, "
+                              "or eval while a deploy gate runs); train: training data; any other (eval, "
+                              "heldout) keeps the episode out of datasets")
     difficulty: str | None = None
     seed: int = 0
 
