@@ -28,6 +28,7 @@ from app.cli import app
 from app.playing import INTERRUPTED
 from ctrl_c import default_sigint
 from graphs.tasks import load_tasks
+from process_groups import stop_group
 from storage.engine import open_store
 from storage.models import Episode, EpisodePayload, Run
 from storage.orphans import process_exists
@@ -67,17 +68,6 @@ def _wait_for_cpus(address: str, cpus: int, timeout: float = 300) -> None:
     raise AssertionError(f"the Ray cluster at {address} never had {cpus} CPUs")
 
 
-def _stop_node(node: subprocess.Popen[bytes]) -> None:
-    """Stop the processes of a node: SIGTERM to `ray start --block` (its session), SIGKILL after 5 s."""
-    if node.poll() is None:
-        os.killpg(node.pid, signal.SIGTERM)
-        try:
-            node.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(node.pid, signal.SIGKILL)
-            node.wait()
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
     """The address of a two-node Ray cluster on loopback: a head and a second node, 1 CPU each."""
@@ -91,7 +81,7 @@ def cluster() -> Iterator[str]:
     finally:
         subprocess.run([RAY, "stop", "--force"], capture_output=True)
         for node in nodes:
-            _stop_node(node)
+            stop_group(node, grace_s=5)  # `ray start --block` and its session
 
 
 def _env(url: str, tmp_path: Path, **more: str) -> dict[str, str]:
@@ -294,7 +284,7 @@ def test_ray_names_a_node_without_sparring(cluster: str, postgres_url: str, tmp_
         code, _, stderr = _finish(_sparring(_env(postgres_url, tmp_path), "play", "math-reflection", *SCRIPTED,
                                             "-n", "4", "--ray", cluster))
     finally:
-        _stop_node(node)
+        stop_group(node, grace_s=5)  # `ray start --block` and its session
     message = " ".join(stderr.split())
     assert code == 2 and "cannot import sparring: install it on every node" in message, stderr
     engine = open_store(postgres_url)

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from graphs.policies.base import BackendError, GenerationRequest, SamplingParams
 from graphs.policies.base_models import resolve_model
 from graphs.policies.openai_backend import OpenAIBackend, RetryPolicy
 from model_logs import as_model_turns
+from process_groups import stop_group
 from storage.engine import open_store
 from storage.models import Episode, Turn, TurnPayload
 from training.registry import get_version, publish
@@ -121,17 +121,6 @@ def _wait_ready(url: str, process: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"the vLLM server was not ready after {READY_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """The server and its engine process: they share the process group the server leads."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 @pytest.fixture(scope="module")
 def vllm_url(tmp_path_factory) -> Iterator[str]:
     settings = load_settings()
@@ -159,7 +148,7 @@ def vllm_url(tmp_path_factory) -> Iterator[str]:
         _wait_ready(url, process, log)
         yield url
     finally:
-        _stop(process)
+        stop_group(process, grace_s=30)  # the server and its engine process share its group
 
 
 @pytest.fixture(scope="module")
