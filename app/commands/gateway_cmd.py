@@ -55,7 +55,7 @@ def gateway(
     """
     import uvicorn
 
-    from app.gateway.app import create_app, gateway_session, model_context
+    from app.gateway.app import create_app, gateway_session
     from app.wiring import PolicyFactory
     from graphs.policies.base import SamplingParams
 
@@ -64,10 +64,9 @@ def gateway(
     engine = store_or_exit(settings)
     clean_up_stale_work(engine)
     factory = PolicyFactory(settings, SamplingParams(), engine)
-    context = model_context(factory.model_backend())  # load the model now, not on the first request
-    limit = min(max_tokens, context) if context else max_tokens
     shown = f"[{host}]" if ":" in host else host
-    with gateway_session(engine, factory, game=game, max_tokens=limit, config={"host": host, "port": port}) as served:
+    config = {"host": host, "port": port}
+    with gateway_session(engine, factory, game=game, max_tokens=max_tokens, config=config) as served:
         app = create_app(served, token=token, host=host, max_body_bytes=max_body_bytes)
         err.print(f"gateway for {escape(settings.model)} logging game {escape(game)} into "
                   f"{escape(redact(mask_url(settings.database_url)))} at http://{shown}:{port}/v1 (Ctrl-C stops)",

@@ -33,14 +33,18 @@ from storage.records import RunRecord
 def gateway_session(engine: Engine, factory: PolicyFactory, *, game: str, max_tokens: int,
                     config: dict[str, object] | None = None, split: str = SPLIT) -> Iterator[Gateway]:
     """A Gateway logging into ``engine`` under a run of its own, for as long as the block runs;
-    ``split``: that of the episodes opened without one."""
+    ``max_tokens``: the most a request may ask to generate, bounded by the model's context (the
+    model is loaded here, not on the first request); ``split``: that of the episodes opened
+    without one."""
+    context = model_context(factory.model_backend())
     run = RunRecord.new(game, {"gateway": True, **(config or {})}, factory.settings.seed)
     with Ledger(engine) as ledger:
         ledger.recorder.start_run(run)
         book = Book(ledger, game=game, run_id=run.id, split=split)
         status = RunStatus.INTERRUPTED
         try:
-            yield Gateway(ModelNames(factory, engine), book, max_tokens, model_context(factory.model_backend()))
+            limit = min(max_tokens, context) if context else max_tokens
+            yield Gateway(ModelNames(factory, engine), book, limit, context)
             status = RunStatus.FINISHED
         except Exception:
             status = RunStatus.FAILED

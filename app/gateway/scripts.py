@@ -32,7 +32,7 @@ from fastapi import FastAPI
 from sqlalchemy import Engine, func, select
 
 from app.gateway import MAX_TOKENS
-from app.gateway.app import create_app, gateway_session, model_context
+from app.gateway.app import create_app, gateway_session
 from app.gateway.naming import BASE
 from app.wiring import PolicyFactory
 from storage.rows import EPISODES
@@ -67,10 +67,8 @@ def run_script(engine: Engine, factory: PolicyFactory, command: str, *, game: st
     if not argv:
         raise ScriptError("the script's command line is empty: give the command that runs it, e.g. "
                           "'python my_agent.py'")
-    context = model_context(factory.model_backend())
-    max_tokens = min(MAX_TOKENS, context) if context else MAX_TOKENS
     config = {"purpose": purpose, "script": command, "model": model}
-    with gateway_session(engine, factory, game=game, max_tokens=max_tokens, config=config, split=split) as gateway:
+    with gateway_session(engine, factory, game=game, max_tokens=MAX_TOKENS, config=config, split=split) as gateway:
         run_id = gateway.book.run_id
         with serving(create_app(gateway)) as base_url:
             env = {**os.environ, URL: base_url, MODEL: model, ROLE: role, SPLIT: split}
