@@ -49,11 +49,17 @@ FRAMES: tuple[Frame, ...] = tuple(
             ("gift-more", "{name} has {a} {item}. {friend} gives {name} {b} more. How many {item} does {name} have now?"),
             ("car-park", "There are {a} red cars and {b} blue cars in a car park. How many cars are there altogether?"),
             ("weekend-walk", "{name} walked {a} km on Saturday and {b} km on Sunday. "
-                             "What is the total distance {name} walked, in km?"))
+                             "What is the total distance {name} walked, in km?"),
+            ("room-desks", "Room {x} of the school has {a} desks, and the caretaker brings in {b} more. "
+                           "How many desks are in the room now?"),
+            ("age-picks", "{name}, who is {x} years old, picks {a} apples in the morning and {b} apples in the "
+                          "afternoon. How many apples does {name} pick in all?"))
     + _frames("add", "dev",
               ("shelf-books", "A shelf holds {a} cookbooks and {b} novels. How many books are on the shelf?"),
               ("two-games", "{name} scored {a} points in the first game and {b} points in the second game. "
-                            "What was {name}'s total score?"))
+                            "What was {name}'s total score?"),
+              ("bus-market", "Bus number {x} has {a} passengers, and {b} more get on at the market. "
+                             "How many passengers are on the bus now?"))
     + _frames("add", "unseen",
               ("pond-ducks", "In a pond there are {a} ducks. Then {b} more ducks land on the water. "
                              "How many ducks are in the pond now?"),
@@ -68,12 +74,18 @@ FRAMES: tuple[Frame, ...] = tuple(
               ("eggs-broken", "A box holds {a} eggs. {b} of them break. How many eggs are not broken?"),
               ("toy-spend", "{name} had ${a} and spent ${b} on a toy. How many dollars does {name} have now?"),
               ("birds-fly", "There were {a} birds on a fence. {b} birds flew away. "
-                            "How many birds are still on the fence?"))
+                            "How many birds are still on the fence?"),
+              ("bus-number-off", "Bus number {x} leaves with {a} passengers, and {b} of them get off at the first "
+                                 "stop. How many passengers are left on the bus?"),
+              ("age-loses", "{name}, who is {x} years old, has {a} {item} and loses {b} of them. "
+                            "How many {item} does {name} have left?"))
     + _frames("sub", "dev",
               ("rope-cut", "A rope is {a} metres long. {name} cuts off {b} metres. "
                            "How long is the rest of the rope, in metres?"),
               ("album-need", "{name} needs {a} stickers to fill an album and already has {b}. "
-                             "How many more stickers does {name} need?"))
+                             "How many more stickers does {name} need?"),
+              ("room-home-early", "A class in room {x} has {a} pupils, and {b} of them go home early. "
+                                  "How many pupils are still in the class?"))
     + _frames("sub", "unseen",
               ("trip-cold", "A class of {a} children plans a trip, and {b} of them stay home with a cold. "
                             "How many children go on the trip?"),
@@ -88,11 +100,17 @@ FRAMES: tuple[Frame, ...] = tuple(
               ("daily-laps", "{name} runs {b} laps every day for {a} days. How many laps does {name} run in all?"),
               ("ticket-price", "A ticket costs ${b}. How many dollars do {a} tickets cost?"),
               ("table-chairs", "There are {a} tables in a room and {b} chairs at each table. "
-                               "How many chairs are there?"))
+                               "How many chairs are there?"),
+              ("room-rows", "Room {x} of the school has {a} rows with {b} desks in each row. "
+                            "How many desks are in the room?"),
+              ("age-bags", "{name}, who is {x} years old, buys {a} bags of {item} with {b} {item} in each bag. "
+                           "How many {item} does {name} buy?"))
     + _frames("mul", "dev",
               ("shelves-hold", "A bookcase has {a} shelves, and each shelf holds {b} books. "
                                "How many books fit in the bookcase?"),
-              ("weekly-save", "{name} saves ${b} every week. How many dollars does {name} save in {a} weeks?"))
+              ("weekly-save", "{name} saves ${b} every week. How many dollars does {name} save in {a} weeks?"),
+              ("age-beans", "{name} is {x} years old and plants {a} rows of beans with {b} beans in each row. "
+                            "How many beans does {name} plant?"))
     + _frames("mul", "unseen",
               ("bun-trays", "A baker puts {b} buns on each of {a} trays. How many buns are on the trays?"),
               ("pizza-slices", "{name}, who lives on floor {x}, orders {a} pizzas cut into {b} slices each. "
@@ -107,11 +125,17 @@ FRAMES: tuple[Frame, ...] = tuple(
               ("meal-split", "{k} friends pay ${total} together for a meal and split it evenly. "
                              "How many dollars does each friend pay?"),
               ("apple-baskets", "A farmer puts {total} apples into {k} baskets, the same number in each. "
-                                "How many apples go in each basket?"))
+                                "How many apples go in each basket?"),
+              ("room-equal-rows", "Room {x} of the school has {total} desks set out in {k} equal rows. "
+                                  "How many desks are in each row?"),
+              ("age-shares", "{name}, who is {x} years old, shares {total} {item} equally among {k} cousins. "
+                             "How many {item} does each cousin get?"))
     + _frames("div", "dev",
               ("drive-parts", "A drive of {total} km is split into {k} equal parts. How many km long is each part?"),
               ("book-days", "{name} reads a {total}-page book in {k} days, the same number of pages each day. "
-                            "How many pages does {name} read each day?"))
+                            "How many pages does {name} read each day?"),
+              ("bus-stops-off", "Bus number {x} carries {total} passengers, and the same number get off at each of "
+                                "its {k} stops. How many passengers get off at each stop?"))
     + _frames("div", "unseen",
               ("hall-rows", "There are {total} chairs in a hall, set out in {k} equal rows. "
                             "How many chairs are in each row?"),
