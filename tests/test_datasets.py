@@ -26,7 +26,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, delete, event, func, select, update
 from trl.data_utils import apply_chat_template, is_conversational
+from typer.testing import CliRunner
 
+from app.cli import app
 from graphs.policies.base import CANCELLED
 from storage.models import DatasetSnapshot, TurnPayload
 from storage.recorder import Recorder
@@ -422,6 +424,66 @@ def test_dpo_refinement_and_group_pairs(store_with_log, tmp_path: Path) -> None:
         assert messages[row["chosen_turn_id"]] == messages[row["rejected_turn_id"]] == row["prompt"]
     assert result.skipped == {"group_single_sample": 5}  # E5's first answer and the four refinements
     assert result.row_count == 4 and result.episodes_read == 7
+
+
+def test_dpo_group_pairs_all_pairs_every_sample_with_each_of_lower_credit(store: Engine, tmp_path: Path) -> None:
+    with Recorder(store) as rec:  # one round each: every answer is a sample of its task's first prompt
+        t1 = [play_math(rec, "t1", [a], ["correct"], minute=i).actor[0] for i, a in enumerate(["5", "4", "5", "7"])]
+        play_math(rec, "t2", ["16"], ["correct"], minute=4)
+        play_math(rec, "t2", ["16"], ["correct"], minute=5)  # equal credits: no pair
+        play_math(rec, "t3", ["6"], ["correct"], minute=6)  # a single sample: no pair
+    right_a, wrong_b, right_c, wrong_d = (t.id for t in t1)
+
+    every = build(store, "dpo", "actor", tmp_path / "all", options=DPOOptions(group_pairs="all"))
+    rows = rows_of(every.path)
+    pairs = [(r["chosen_turn_id"], r["rejected_turn_id"]) for r in rows]
+    # in read order of the chosen side, then of the rejected
+    assert pairs == [(right_a, wrong_b), (right_a, wrong_d), (right_c, wrong_b), (right_c, wrong_d)]
+    assert len(set(pairs)) == 4 and all(r["pair_kind"] == "group" for r in rows)
+    assert all(r["chosen_reward"] > r["rejected_reward"] for r in rows)
+    assert all(r["prompt"] == actor_prompt("t1") for r in rows)
+    assert every.skipped == {"group_equal_rewards": 1, "group_single_sample": 1}
+
+    extremes = build(store, "dpo", "actor", tmp_path / "extremes")
+    assert [(r["chosen_turn_id"], r["rejected_turn_id"]) for r in rows_of(extremes.path)] == [(right_a, wrong_b)]
+    assert extremes.skipped == every.skipped
+
+    with pytest.raises(ValueError, match="group_pairs must be 'extremes' .* or 'all' .*; got 'every'"):
+        DPOOptions(group_pairs="every")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="add 'group' to pair_kinds"):
+        DPOOptions(pair_kinds=("judge",), group_pairs="all")
+
+
+def test_datasets_build_and_train_take_pairs_for_dpo_only(tmp_path, monkeypatch) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    from storage.engine import open_store
+
+    engine = open_store(url)
+    try:
+        with Recorder(engine) as rec:  # two right and two wrong answers to one question
+            for i, answer in enumerate(("5", "4", "5", "7")):
+                play_math(rec, "t1", [answer], ["correct"], minute=i)
+    finally:
+        engine.dispose()
+    runner = CliRunner()
+    for pairs, count in ((["--pairs", "all"], 4), (["--pairs", "extremes"], 1), ([], 1)):
+        result = runner.invoke(app, ["datasets", "build", "dpo", "--role", "actor", *pairs, "--since", "all",
+                                     "--format", "json"])
+        assert result.exit_code == 0, result.output
+        [built] = json.loads(result.stdout)
+        assert built["rows"] == count, (pairs, built)
+        assert {r["pair_kind"] for r in rows_of(Path(built["path"]))} == {"group"}
+
+    for args, message in [
+        (["datasets", "build", "sft", "--role", "actor", "--pairs", "all"], "--pairs applies to dpo rows only"),
+        (["datasets", "build", "dpo", "--role", "actor", "--pairs", "every"], "--pairs must be 'extremes'"),
+        (["train", "kto", "--role", "actor", "--pairs", "all"], "--pairs applies to dpo rows only, not to kto"),
+        (["train", "dpo", "--role", "actor", "--pairs", "all", "--dataset", "1"], "snapshot 1 is built already"),
+    ]:
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 2 and message in " ".join(refused.output.split()), (args, refused.output)
 
 
 def test_dpo_judge_pairs_only_from_identical_prompts(store: Engine, tmp_path: Path) -> None:

@@ -70,6 +70,13 @@ AnswerLinesOption = Annotated[
                       "(math-reflection: 'Answer: <the ground truth>' added where the answer's last line is not "
                       "one)."),
 ]
+PairsOption = Annotated[
+    str | None,
+    typer.Option(help="dpo: the pairs of a group of samples of one state (same seat, same prompt): 'extremes' "
+                      "(default), the best-credited sample against the worst, one pair per group; 'all', every "
+                      "sample against every sample of lower credit (2 right and 2 wrong answers: 4 pairs).",
+                 show_default=False),
+]
 
 
 def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None,
@@ -98,6 +105,20 @@ def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows
     except (GameContractError, UnknownGameError, ValueError) as exc:
         fail(str(exc))
     return options
+
+
+def _dpo_options(kind: str, pairs: str | None):
+    """The DPO builder's options from --pairs (None: the builder's defaults)."""
+    if pairs is None:
+        return None
+    if kind != "dpo":
+        fail(f"--pairs applies to dpo rows only, not to {kind}")
+    from training.datasets import DPOOptions
+
+    try:
+        return DPOOptions(group_pairs=pairs)
+    except ValueError as exc:
+        fail(str(exc).replace("group_pairs", "--pairs", 1))
 
 
 def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, log_filter, *,
@@ -166,6 +187,7 @@ def datasets_build(
     refinements: RefinementsOption = False,
     first_repairs: FirstRepairsOption = False,
     answer_lines: AnswerLinesOption = False,
+    pairs: PairsOption = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -185,12 +207,15 @@ def datasets_build(
       (after `sparring play ... --samples 2`: the refinement turn learns to fix, keep and repair)
     * `sparring datasets build sft --role actor --first-repairs` (wrong first answers whose
       arithmetic, recomputed, makes them right answer their own question too)
+    * `sparring datasets build dpo --role actor --pairs all` (after `sparring play ... --samples 4`:
+      every right answer to a question against every wrong one)
     """
     if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
         fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
     if since not in ("latest", "all"):
         fail(f"--since {since!r}: use 'latest' or 'all'")
     options = _sft_options(kind, game, role, verdicts, max_rows, refinements, first_repairs, answer_lines)
+    options = _dpo_options(kind, pairs) or options
     log_filter = _log_filter(split, train_on_eval_data, policy)
     settings = settings_or_exit(database_url=db)
     snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter, options=options)
@@ -266,6 +291,7 @@ def train(
     refinements: RefinementsOption = False,
     first_repairs: FirstRepairsOption = False,
     answer_lines: AnswerLinesOption = False,
+    pairs: PairsOption = None,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
     tasks: Annotated[str | None, typer.Option(help="grpo: task source played (train split; default: the game's "
                                                    "own).", show_default=False)] = None,
@@ -322,6 +348,8 @@ def train(
       ground truth about the actor's checked answers)
     * `sparring train sft --role actor --refinements` (after `sparring play ... --samples 2`: the
       actor's refinement turn learns to fix, keep and repair answers)
+    * `sparring train dpo --role actor --pairs all` (every right answer to a question against
+      every wrong one, not only the first of each)
     * `sparring train dpo --role critic --config dpo.yaml`, with dpo.yaml holding for instance
       `loss_type: ipo`, `lora: {r: 32, alpha: 64}` and `trl: {lr_scheduler_type: cosine}`
     * `accelerate launch --multi_gpu --num_processes 4 -m app.cli train sft --role actor --dataset 12`
@@ -342,7 +370,11 @@ def train(
         fail(f"--verdicts, --max-rows, {OWN_ROW_FLAGS} choose the rows of a snapshot this command builds; "
              f"snapshot {dataset} is built already: leave them out, or build one with `sparring datasets build sft` "
              "and those options")
+    if dataset is not None and pairs is not None:
+        fail(f"--pairs chooses the pairs of a snapshot this command builds; snapshot {dataset} is built already: "
+             "leave it out, or build one with `sparring datasets build dpo --pairs ...`")
     sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows, refinements, first_repairs, answer_lines)
+    build_options = _dpo_options(kind, pairs) or sft_options
     rank = _check_launch(trainer, rows_role, dataset)
     settings = settings_or_exit(database_url=db)
     options = {
@@ -372,7 +404,7 @@ def train(
             dataset
             if dataset is not None
             else _build(engine, settings, kind, rows_role, game, "latest", LogFilter(), for_training=True,
-                        options=sft_options).id
+                        options=build_options).id
         )
         try:
             rows = load_snapshot(engine, snapshot_id, role=rows_role, base_model=settings.model, kind=kind)

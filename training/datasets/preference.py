@@ -10,9 +10,13 @@ and ``chosen_reward`` / ``rejected_reward`` (the rewards that ranked the pair). 
   the episode (round 0: the question), so both answers stand as answers to the same state;
   chosen is the correct one.
 - ``group``: several samples of the role on the same state, key ``(seat, hash of the exact
-  prompt messages)``, across the episodes of the build: the best-credited sample against the
-  worst (credit: ``training.datasets.credit``), one pair per group, only when their credit
-  differs. Of equal credits, the earliest read wins.
+  prompt messages)``, across the episodes of the build (credit: ``training.datasets.credit``).
+  ``group_pairs="extremes"`` (the default): the best-credited sample against the worst, one
+  pair per group, only when their credit differs; of equal credits, the earliest read wins.
+  ``group_pairs="all"``: every sample against every sample of strictly lower credit (two right
+  and two wrong answers: four pairs), in read order of the chosen side, then of the rejected.
+  Either way a group of one sample is skipped as ``group_single_sample`` and one whose samples
+  all earned the same credit as ``group_equal_rewards``.
 - ``judge``: a judgment's preferred turn against its rejected turn, when one of them is the
   role's. A pair is made only when both turns were generated from identical prompt messages
   (the prompt); in a debate the two debaters see different prompts, so such judgments are
@@ -38,6 +42,8 @@ from training.datasets.reading import EpisodeLog, LoggedJudgment, LoggedTurn
 
 PairKind = Literal["refinement", "group", "judge"]
 PAIR_KINDS: tuple[PairKind, ...] = ("refinement", "group", "judge")
+GroupPairs = Literal["extremes", "all"]
+GROUP_PAIRS: tuple[GroupPairs, ...] = ("extremes", "all")
 WIN = "win"
 
 
@@ -45,12 +51,25 @@ WIN = "win"
 class DPOOptions:
     pair_kinds: tuple[PairKind, ...] = PAIR_KINDS
     """which kinds of pairs to make"""
+    group_pairs: GroupPairs = "extremes"
+    """which pairs a group of samples of one state makes: 'extremes', the best-credited sample
+    against the worst (one pair); 'all', every sample against every sample of lower credit"""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.pair_kinds if k not in PAIR_KINDS]
         if unknown or not self.pair_kinds:
             raise ValueError(
                 f"pair_kinds must be a non-empty subset of {', '.join(PAIR_KINDS)}; got {list(self.pair_kinds)}"
+            )
+        if self.group_pairs not in GROUP_PAIRS:
+            raise ValueError(
+                f"group_pairs must be 'extremes' (the best sample of a state against the worst) or 'all' "
+                f"(every sample against every sample of lower credit); got {self.group_pairs!r}"
+            )
+        if self.group_pairs != "extremes" and "group" not in self.pair_kinds:
+            raise ValueError(
+                f"group_pairs={self.group_pairs!r} chooses the group pairs, and pair_kinds "
+                f"{list(self.pair_kinds)} makes none: add 'group' to pair_kinds, or leave group_pairs out"
             )
 
 
@@ -70,9 +89,10 @@ def _side(turn: LoggedTurn, reward: float | None) -> _Side:
 
 @dataclass(slots=True)
 class _Group:
-    """The samples of one state seen so far: their number, the best and the worst. The prompt
-    is kept (as the stored JSON text) from the second sample on: most states are seen once (a
-    refinement prompt holds the answer it follows) and never make a pair."""
+    """The samples of one state seen so far: their number, the best and the worst, and with
+    ``group_pairs="all"`` every one of them. The prompt is kept (as the stored JSON text) from
+    the second sample on: most states are seen once (a refinement prompt holds the answer it
+    follows) and never make a pair."""
 
     prompt_json: str
     """"" until the second sample"""
@@ -82,6 +102,9 @@ class _Group:
     best_reward: float
     worst_reward: float
     size: int = 1
+    samples: list[tuple[float, _Side]] | None = None
+    """every sample with its credit, in read order (``group_pairs="all"``); None: only the best and
+    the worst are kept"""
 
 
 class PreferencePairs(Builder[DPOOptions]):
@@ -135,7 +158,8 @@ class PreferencePairs(Builder[DPOOptions]):
                 self.skipped["group_equal_rewards"] += 1
             else:
                 prompt = chat(json.loads(group.prompt_json))
-                yield _pair("group", self.context.role, prompt, group.task_id, group.best, group.worst)
+                for chosen, rejected in _group_pairs(group):
+                    yield _pair("group", self.context.role, prompt, group.task_id, chosen, rejected)
 
     def _refinement_pairs(self, episode: EpisodeLog, turns: list[LoggedTurn]) -> Iterator[Row]:
         checked = [t for t in turns if CORRECT in t.rewards]
@@ -168,11 +192,14 @@ class PreferencePairs(Builder[DPOOptions]):
             key = (turn.seat, turn.prompt_key)
             group = self._groups.get(key)
             if group is None:
-                self._groups[key] = _Group("", episode.task_id, sample, sample, reward, reward)
+                samples = [(reward, sample)] if self.options.group_pairs == "all" else None
+                self._groups[key] = _Group("", episode.task_id, sample, sample, reward, reward, samples=samples)
                 continue
             if not group.prompt_json:  # same hash, same prompt as the first sample's
                 group.prompt_json = turn.prompt_json or ""
             group.size += 1
+            if group.samples is not None:
+                group.samples.append((reward, sample))
             if reward > group.best_reward:
                 group.best, group.best_reward = sample, reward
             if reward < group.worst_reward:
@@ -201,6 +228,18 @@ class PreferencePairs(Builder[DPOOptions]):
             _side(preferred, preferred.rewards.get(WIN)),
             _side(rejected, rejected.rewards.get(WIN)),
         )
+
+
+def _group_pairs(group: _Group) -> Iterator[tuple[_Side, _Side]]:
+    """The (chosen, rejected) pairs of a group whose credits differ: the best against the worst,
+    or, with every sample kept, each against each of strictly lower credit, in read order."""
+    if group.samples is None:
+        yield group.best, group.worst
+        return
+    for chosen_credit, chosen in group.samples:
+        for rejected_credit, rejected in group.samples:
+            if chosen_credit > rejected_credit:
+                yield chosen, rejected
 
 
 def _pair(kind: PairKind, seat: str, prompt: list[dict[str, str]], task_id: str, chosen: _Side, rejected: _Side) -> Row:
