@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import typer
+from rich.console import Console
 
 from training.signals import Terminated, raised_in_block
 
@@ -50,9 +51,7 @@ def exit_when_stopped(message: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt as stop:
-        from app.commands.common import err
-
-        err.print(message, highlight=False)
+        Console(stderr=True).print(message, highlight=False)
         raise typer.Exit(exit_code(stop)) from None
 
 

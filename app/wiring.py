@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine
 
 from app.settings import Settings, load_settings
-from graphs.games import GameSpec
+from graphs.games import GameSpec, judge_prompt_readers, known_bots
 from graphs.options import GameOptions, describe
 from graphs.policies.base import Backend, SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.pools import DrawSpecError, parse_draw
-from graphs.policies.scripted import known_bots
 from graphs.policies.verifier import verifier_name
 
 if TYPE_CHECKING:
@@ -115,17 +114,15 @@ def _checked(game: GameSpec, seat: str, spec: str, where: str) -> str:
 def _checked_verifier(game: GameSpec, seat: str, spec: str, where: str) -> str:
     """A trained verifier fills a judge seat that picks one of several answers (the registry
     is asked for the version itself when the seat's policy is built)."""
-    from graphs.judges.reward_verifier import JUDGE_GAMES
-
     if game.seat(seat).kind != "judge":
         raise SeatSpecError(
             f"{where}: {spec} is a trained verifier, which fills judge seats only; {seat} is a "
             f"{game.seat(seat).kind} seat of {game.name}. Give it a policy (model, model:ROLE@vN, scripted:BOT...)"
         )
-    if game.name not in JUDGE_GAMES or not game.seat(seat).takes_policy:
+    if game.judge_prompt is None or not game.seat(seat).takes_policy:
         raise SeatSpecError(
             f"{where}: the {seat} seat of {game.name} picks no answer among several, so a trained verifier cannot "
-            f"fill it; it fills the judge seat of {' and '.join(JUDGE_GAMES)}"
+            f"fill it; it fills the judge seat of {' and '.join(judge_prompt_readers())}"
         )
     if not verifier_name(spec):
         raise SeatSpecError(f"{where}: name the verifier, e.g. verifier:verifier@v1 (`sparring adapters list`)")
@@ -279,7 +276,7 @@ class PolicyFactory:
             raise SeatSpecError(f"seat {seat} ({spec}): a pool or schedule changes policy from episode to episode, "
                                 "and this command plays fixed policies; name one of its members instead")
         if spec.startswith("scripted:"):
-            from graphs.policies.scripted import scripted_bot
+            from graphs.games import scripted_bot
 
             backend = scripted_bot(spec.removeprefix("scripted:"))
             self.backends.append(backend)
@@ -347,7 +344,8 @@ class PolicyFactory:
             model = RewardModel.load(record.name, record.path, base_model=self.settings.model, threshold=threshold,
                                      cache_dir=self.settings.cache_dir, device=self.settings.device,
                                      dtype=self.settings.dtype)
-            self._verifiers[record.name] = VerifierBackend(model, model_name=self.settings.model)
+            self._verifiers[record.name] = VerifierBackend(model, model_name=self.settings.model,
+                                                            readers=judge_prompt_readers())
             self.backends.append(self._verifiers[record.name])
         return Policy(self._verifiers[record.name], self.sampling, adapter=record.name)
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.settings import load_settings  # noqa: E402
 from app.wiring import PolicyFactory  # noqa: E402
 from evaluation.evaluator import EvaluationResult, Evaluator  # noqa: E402
-from evaluation.stats import Estimate, paired  # noqa: E402
+from graphs.metrics.stats import Estimate, paired  # noqa: E402
 from graphs.games import get_game  # noqa: E402
 from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
 from graphs.policies.base import SamplingParams  # noqa: E402

@@ -40,9 +40,9 @@ from sqlalchemy import Engine, func, select
 from evaluation.families import by_family
 from evaluation.metrics import run_estimates
 from evaluation.replay import GreedyReplay
-from evaluation.stats import Estimate
 from graphs.context import GameOptions
 from graphs.games import GameSpec
+from graphs.metrics.stats import Estimate
 from graphs.policies.policy import Policy
 from graphs.runner import play
 from graphs.tasks.base import Task

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from evaluation.stats import Estimate, PairedComparison, mean_estimate, paired
+from graphs.metrics.stats import Estimate, PairedComparison, mean_estimate, paired
 from graphs.tasks.base import Task
 
 SIGNIFICANCE = 0.05

@@ -1,7 +1,7 @@
 """A run's metrics, computed from the store by the run's game (``GameSpec.metrics``).
 
 Each game defines its own metrics in its package (``graphs/<game>/metrics.py``) from the
-pieces of ``evaluation.run_metrics``: every metric an ``Estimate`` with its per-task
+pieces of ``graphs.metrics.run_metrics``: every metric an ``Estimate`` with its per-task
 outcomes, so two runs on the same tasks can be compared paired by task.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import RunMetrics
 from graphs.games import UnknownGameError, get_game
+from graphs.metrics.run_metrics import RunMetrics
 from storage.models import Base
 
 _T = Base.metadata.tables

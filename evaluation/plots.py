@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from evaluation.stats import Estimate
+from graphs.metrics.stats import Estimate
 
 PANEL_COLUMNS = 3
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine, and_, or_, select
 
-from evaluation.stats import Z95, Estimate, wilson
+from graphs.metrics.stats import Z95, Estimate, wilson
 from storage.models import Episode, EpisodePayload, Judgment
 
 START = 1500.0

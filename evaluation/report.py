@@ -26,7 +26,7 @@ from sqlalchemy import Engine, make_url, select
 
 from evaluation.plots import metric_panels
 from evaluation.ratings import Ladder, ladders
-from evaluation.stats import Estimate
+from graphs.metrics.stats import Estimate
 from storage.models import Run
 
 PAGE = "index.html"

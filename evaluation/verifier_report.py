@@ -27,8 +27,8 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine, select
 
-from evaluation.stats import Estimate, mean_of_proportions, wilson
 from graphs.credit import CORRECT
+from graphs.metrics.stats import Estimate, mean_of_proportions, wilson
 from storage.models import Episode, Reward, Turn, TurnPayload
 from storage.queries import SCRIPTED_BACKEND
 from storage.records import EpisodeStatus

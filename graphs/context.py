@@ -6,7 +6,6 @@ the nodes of a game only say *what* happens; ``generate`` makes the model call a
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from graphs.policies.base import BackendError, GenerationResult, Message
 from graphs.policies.final_line import FinalChoice
 from graphs.policies.policy import Policy
 from graphs.seats import Seat
+from graphs.seeds import derive_seed
 from graphs.tasks.base import Task
 from storage.records import JudgmentRecord, RecordSink, RewardRecord, TurnRecord
 
@@ -34,12 +34,6 @@ class Reply:
     parsed: str | None
     """The value the node's parser extracted, None when nothing parseable was found."""
     result: GenerationResult
-
-
-def derive_seed(*parts: object) -> int:
-    """A stable 31-bit seed from the episode seed and the turn position."""
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
 
 @dataclass

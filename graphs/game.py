@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from graphs.credit import DEFAULT_CREDIT, CreditRule
+from graphs.judges.reward_verifier import JudgePromptReader
 from graphs.options import GameOptions, make_options, option_fields
 from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind
-from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task, TaskSource
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from evaluation.run_metrics import RunMetrics
+    from graphs.metrics.run_metrics import RunMetrics
     from graphs.policies.scripted import Bot
 
 
@@ -64,7 +64,14 @@ class Practice:
     seat: str
     options: Mapping[str, Any] = field(default_factory=dict)
     stand_ins: Mapping[str, str] = field(default_factory=dict)
-    """seat -> built-in scripted bot (graphs.policies.scripted.BOTS) that plays it"""
+    """seat -> the scripted bot that plays it, by name (``graphs.games.known_bots``)"""
+    tasks: Callable[[str], str] | None = None
+    """(the round's task spec) -> the spec practice draws its problems from, where the learner
+    has right answers to learn from; None: the round's own"""
+
+    def task_spec(self, round_tasks: str) -> str:
+        """The task spec practice draws from in a round on ``round_tasks``."""
+        return self.tasks(round_tasks) if self.tasks is not None else round_tasks
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,9 @@ class GameSpec:
     """learner seat -> the metric its candidates are gated on (every learner seat has one)"""
     rewards: Mapping[str, str]
     """reward event name -> what it means (the names the game logs)"""
+    tasks: TaskSource
+    """where the game's tasks come from (`--tasks` specs it accepts, its default, its loader;
+    ``graphs.tasks.MATH_TASKS`` for math problems)"""
     options: type[GameOptions] = GameOptions
     """the game's options dataclass (its fields are CLI options)"""
     credit: Mapping[str, CreditRule] = field(default_factory=dict)
@@ -148,8 +158,6 @@ class GameSpec:
     """how a learner seat practises alone in `sparring retrain` (None: the game has no solo practice)"""
     balanced_seats: frozenset[str] = frozenset()
     """learner seats whose SFT rows are balanced across their parsed labels (judge-like seats)"""
-    tasks: TaskSource = MATH_TASKS
-    """where the game's tasks come from (`--tasks` specs it accepts, its default, its loader)"""
     seats_in_play: Callable[[Any], Collection[str]] | None = None
     """(the game's options) -> the seats that play under them, for a game whose options say how
     many seats play (discussion's --agents); the others need no policy and are not recorded on
@@ -160,7 +168,11 @@ class GameSpec:
     """how a learner seat's refinement turn can learn from its first answers (None: it cannot)"""
     bots: Mapping[str, Bot] = field(default_factory=dict)
     """scripted bots the game contributes for its context seats (name -> bot), reachable as
-    ``--seat SEAT=scripted:NAME`` and as practice stand-ins (``graphs.policies.scripted.known_bots``)"""
+    ``--seat SEAT=scripted:NAME`` and as practice stand-ins (``graphs.games.known_bots``)"""
+    judge_prompt: JudgePromptReader | None = None
+    """how a trained verifier in the judge seat reads the game's judge prompt back into the
+    question and its candidate answers (``verifier:NAME`` seats); None: the judge picks no
+    answer among several, and a verifier cannot fill it"""
     revision: int = 1
     """raised when a change to the game's prompts or rules changes what the same policies play, so
     that evaluations stored under an earlier revision are played again, not reused (revision 1 adds

@@ -11,6 +11,8 @@ import importlib
 import os
 
 from graphs.game import GameSpec
+from graphs.judges.reward_verifier import JudgePromptReader
+from graphs.policies.scripted import BOTS, Bot, ScriptedBackend
 
 GAME_MODULES = (
     "graphs.math_reflection.game",
@@ -62,3 +64,31 @@ def get_game(name: str) -> GameSpec:
     if name not in games:
         raise UnknownGameError(f"unknown game {name!r}; available games: {', '.join(sorted(games))}")
     return games[name]
+
+
+def judge_prompt_readers() -> dict[str, JudgePromptReader]:
+    """The games whose judge seat a trained verifier can fill, each with the reader of its judge
+    prompt (``GameSpec.judge_prompt``)."""
+    return {name: game.judge_prompt for name, game in game_registry().items() if game.judge_prompt is not None}
+
+
+def known_bots() -> dict[str, Bot]:
+    """The bots of no game (``graphs.policies.scripted.BOTS``), then those the registered games
+    contribute (``GameSpec.bots``)."""
+    bots = dict(BOTS)
+    for game in game_registry().values():
+        for name, bot in game.bots.items():
+            if name in bots:
+                raise ValueError(f"game {game.name!r} contributes a scripted bot named {name!r}, a name "
+                                 "already taken; rename the game's bot")
+            bots[name] = bot
+    return bots
+
+
+def scripted_bot(name: str) -> ScriptedBackend:
+    """A backend running the built-in or game bot ``name`` (model_name ``scripted:<name>``), as
+    the CLI's ``--seat critic=scripted:always-correct`` asks for."""
+    bots = known_bots()
+    if name not in bots:
+        raise ValueError(f"unknown scripted bot {name!r}; built-in bots: {', '.join(bots)}")
+    return ScriptedBackend(bots[name], bot_name=name)

@@ -1,6 +1,7 @@
 """What the games hand to the recorder: plain records, one per row-to-be.
 
-Games never touch SQLAlchemy; they emit these records through a ``RecordSink``. The
+A game's episodes never touch SQLAlchemy: its nodes emit these records through a
+``RecordSink`` (its metrics read the store afterwards, with queries of their own). The
 recorder (storage.recorder) writes them in batches on its own thread.
 """
 

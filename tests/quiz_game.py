@@ -18,12 +18,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import RunMetrics, per_task_means, task_means
 from graphs.context import EpisodeContext
 from graphs.credit import CORRECT, CreditRule, CreditTurn
 from graphs.game import EpisodeOutcome, GameSpec, GateMetric
 from graphs.judges.answers import extract_answer
 from graphs.judges.verifier import is_correct
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
 from graphs.options import GameOptions
 from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind

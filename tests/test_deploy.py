@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import select
 
 from evaluation.evaluator import Evaluator
-from graphs.games import get_game
+from graphs.games import get_game, scripted_bot
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
+from graphs.policies.scripted import BOTS, ScriptedBackend
 from graphs.runner import play
 from graphs.tasks import load_tasks
 from graphs.tasks.base import Task

@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 from app.cli import app
 from app.settings import load_settings
 from app.wiring import PolicyFactory, SeatSpecError, other_base_model, parse_seat_specs
-from evaluation.stats import wilson
 from graphs.discussion import prompts
 from graphs.discussion.state import AGENTS
 from graphs.game import GameContractError, GameSpec
 from graphs.games import get_game
 from graphs.judges.answers import extract_answer
+from graphs.metrics.stats import wilson
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend

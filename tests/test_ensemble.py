@@ -10,15 +10,15 @@ from collections import Counter
 
 import pytest
 from model_logs import as_model_turns
-from tiny_model import tiny_model, tiny_tokenizer
 from sqlalchemy import func, select
+from tiny_model import tiny_model, tiny_tokenizer
 from typer.testing import CliRunner
 
 from app.cli import app
-from evaluation.stats import wilson
 from graphs.ensemble import prompts
 from graphs.ensemble.variants import VARIANTS
 from graphs.games import get_game
+from graphs.metrics.stats import wilson
 from graphs.policies.base import SamplingParams
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy

@@ -1,4 +1,4 @@
-"""Reading each succeeded episode's rewards of a run (``evaluation.episode_rewards``), on real
+"""Reading each succeeded episode's rewards of a run (``graphs.metrics.episode_rewards``), on real
 stores: which episodes and rewards count, their order, and the invalid-move share."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine
 
-from evaluation.episode_rewards import Reward, episode_rewards, invalid_move_rate
-from evaluation.stats import wilson
+from graphs.metrics.episode_rewards import Reward, episode_rewards, invalid_move_rate
+from graphs.metrics.stats import wilson
 from storage.engine import session_scope
 from storage.models import Episode, Run
 from storage.models import Reward as RewardRow

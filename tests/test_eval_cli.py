@@ -10,16 +10,16 @@ from dataclasses import replace
 import pytest
 from cli_calls import unwrapped
 from sqlalchemy import func, select
+from tiny_model import save_random_lora, save_tiny_model
 from transformers import LlamaForCausalLM
 from typer.testing import CliRunner
 
 from app.cli import app
 from evaluation.evaluator import evaluation_key
-from evaluation.stats import mcnemar_exact, wilson
 from graphs.math_reflection import game
+from graphs.metrics.stats import mcnemar_exact, wilson
 from storage.engine import open_store
 from storage.models import Episode, Run
-from tiny_model import save_random_lora, save_tiny_model
 from training.registry import publish
 
 runner = CliRunner()

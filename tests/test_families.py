@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evaluation.families import by_family, compare_families, family_of, paired_by_family, worse_beyond_noise
-from evaluation.stats import paired
+from graphs.metrics.stats import paired
 from graphs.tasks import load_tasks
 from graphs.tasks.base import Task
 

@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 from memory_sink import MemorySink
 
-from graphs.games import get_game
+from graphs.games import get_game, scripted_bot
 from graphs.negotiation.bots import BOTS as NEGOTIATORS
 from graphs.negotiation.tasks import load_negotiation_tasks
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import ScriptedBackend, scripted_bot
+from graphs.policies.scripted import ScriptedBackend
 from graphs.runner import play
 from graphs.tasks.base import Task
 from training.trainers import GRPOTrainingConfig

@@ -14,14 +14,13 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from evaluation.ratings import ELO, RatedGame, fit_ratings, ladders, player_name, read_games
-from graphs.games import get_game
+from graphs.games import get_game, scripted_bot
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import scripted_bot
 from graphs.runner import play
 from graphs.tasks.base import Task
 from storage.engine import open_store
-from storage.records import EpisodeEnd, EpisodeStatus, JudgmentRecord
 from storage.recorder import Recorder
+from storage.records import EpisodeEnd, EpisodeStatus, JudgmentRecord
 
 DEBATE = get_game("debate")
 SUMS = [Task(id=f"sum-{a}", question=f"What is {a} + 7?", answer=str(a + 7), source="test") for a in range(1, 7)]

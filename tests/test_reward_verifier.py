@@ -24,13 +24,13 @@ from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_token
 
 from app.settings import Settings
 from app.wiring import PolicyFactory, SeatSpecError, parse_seat_specs
-from evaluation.stats import mean_of_proportions, wilson
 from evaluation.verifier_report import NoAnswersError, verifier_report
 from graphs.debate import prompts as debate_prompts
 from graphs.ensemble import prompts as ensemble_prompts
 from graphs.ensemble.variants import VARIANTS
-from graphs.games import get_game
+from graphs.games import get_game, judge_prompt_readers
 from graphs.judges.reward_verifier import JudgePromptError, read_judge_prompt
+from graphs.metrics.stats import mean_of_proportions, wilson
 from graphs.policies.adapter_folder import CONFIG_FILE, WEIGHTS_FILE
 from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.policy import Policy
@@ -49,6 +49,8 @@ from training.trainers.adapters import read_metadata
 from training.trainers.kinds import kind_names, trainer_kind
 from training.trainers.reward import reward_pairs, train_reward
 from training.trainers.reward_config import RewardTrainingConfig
+
+READERS = judge_prompt_readers()
 
 SAMPLING = SamplingParams(temperature=0.0, max_new_tokens=16)
 DEBATE, ENSEMBLE, MATH = get_game("debate"), get_game("ensemble"), get_game("math-reflection")
@@ -276,18 +278,18 @@ def test_judge_prompts_are_read_back_as_their_games_write_them() -> None:
                  {"seat": "debater_b", "turn_id": "2", "round": 0, "text": "No, 6.\nAnswer: 6", "answer": "6"},
                  {"seat": "debater_a", "turn_id": "3", "round": 1, "text": "Still 5.\nAnswer: 5", "answer": "5"},
                  {"seat": "debater_b", "turn_id": "4", "round": 1, "text": "Fine: 5.\nAnswer: 5", "answer": "5"}]
-    debate = read_judge_prompt(debate_prompts.judge_messages("What is 2 +\n3?", arguments))
+    debate = read_judge_prompt(debate_prompts.judge_messages("What is 2 +\n3?", arguments), READERS)
     assert debate.question == "What is 2 +\n3?" and debate.answers == ("Still 5.\nAnswer: 5", "Fine: 5.\nAnswer: 5")
     assert [debate.verdict(i) for i in (0, 1)] == ["Winner: A", "Winner: B"]
     ensemble = read_judge_prompt(ensemble_prompts.judge_messages(
-        "What is 2 + 3?", [("5", "2 + 3 = 5\n\nAnswer: 5"), ("6", "Answer: 6"), ("0", "Answer: 0")]))
+        "What is 2 + 3?", [("5", "2 + 3 = 5\n\nAnswer: 5"), ("6", "Answer: 6"), ("0", "Answer: 0")]), READERS)
     assert ensemble.question == "What is 2 + 3?" and ensemble.labels == ("Answer 1", "Answer 2", "Answer 3")
     assert ensemble.answers == ("2 + 3 = 5\n\nAnswer: 5", "Answer: 6", "Answer: 0")
     assert ensemble_prompts.parse_pick(ensemble.verdict(2), 3) == 2
     assert ensemble.scored()[1] == [{"role": "user", "content": "What is 2 + 3?"},
                                     {"role": "assistant", "content": "Answer: 6"}]
     with pytest.raises(JudgePromptError, match="not the judge prompt of debate or ensemble"):
-        read_judge_prompt([{"role": "user", "content": "Is this critique right?"}])
+        read_judge_prompt([{"role": "user", "content": "Is this critique right?"}], READERS)
 
 
 def _debater_b(messages, request) -> str:
@@ -307,8 +309,9 @@ def _two_answers(messages, request) -> str:
 def test_a_published_verifier_judges_debates_and_ensembles(
     store: Engine, store_url: str, trained, base_dir: Path, tmp_path: Path, sums: Path
 ) -> None:
-    from graphs.tasks import load_tasks
     from memory_sink import MemorySink
+
+    from graphs.tasks import load_tasks
 
     publish_verifier(store, trained, base_dir, tmp_path / "adapters")
     factory = PolicyFactory(settings_for(base_dir, store_url, tmp_path), SAMPLING, store)
@@ -338,7 +341,7 @@ def test_a_published_verifier_judges_debates_and_ensembles(
     assert len(judged) == 6 and {(t.backend, t.served_by, t.policy) for t in judged} == {
         ("verifier", "verifier@v1", judge.label)}
     for turn in judged:  # each verdict names the answer the verifier itself scores highest
-        prompt = read_judge_prompt(turn.messages)
+        prompt = read_judge_prompt(turn.messages, READERS)
         scores = verifier.score(prompt.scored())
         best = max(range(len(scores)), key=lambda i: (scores[i], -i))
         assert turn.response.endswith("\n" + prompt.verdict(best)), turn.response
@@ -355,7 +358,7 @@ def test_a_published_verifier_judges_debates_and_ensembles(
 def test_the_verifier_backend_refuses_what_it_cannot_judge(trained, base_dir: Path) -> None:
     verifier = RewardModel.load("verifier@v1", trained.adapter_dir, base_model=str(base_dir), threshold=0.0,
                                 cache_dir=base_dir, device="cpu")
-    backend = VerifierBackend(verifier, model_name=str(base_dir))
+    backend = VerifierBackend(verifier, model_name=str(base_dir), readers=READERS)
     from graphs.policies.base import BackendError, UnknownAdapterError
 
     critique = GenerationRequest([{"role": "user", "content": "Check this critique."}], SAMPLING, "verifier@v1")

@@ -11,7 +11,8 @@ from sqlalchemy import select
 from unconstrained import UnconstrainedBackend
 
 from graphs.context import EpisodeContext
-from graphs.judges.rubric import JudgeError, Rubric, Side, judge_preference, judge_score, parse_better, parse_score
+from graphs.judges.rubric import Rubric, parse_better, parse_score
+from graphs.judging import JudgeError, Side, judge_preference, judge_score
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend

@@ -11,11 +11,11 @@ import uuid
 import pytest
 
 from evaluation.metrics import run_metrics
+from graphs.games import get_game, scripted_bot
 from graphs.math_reflection.options import ReflectionOptions
-from graphs.games import get_game
 from graphs.policies.base import BackendError
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import BOTS, ScriptedBackend, scripted_bot
+from graphs.policies.scripted import BOTS, ScriptedBackend
 from graphs.runner import play
 from graphs.tasks import load_tasks
 from storage.engine import open_store

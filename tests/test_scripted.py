@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from graphs.games import known_bots, scripted_bot
 from graphs.judges.answers import extract_answer
 from graphs.judges.verdict import parse_verdict
 from graphs.policies.base import (
@@ -19,7 +20,7 @@ from graphs.policies.base import (
     UnknownAdapterError,
 )
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import BASE, BOTS, ScriptedBackend, named_option, scripted_bot
+from graphs.policies.scripted import BASE, BOTS, ScriptedBackend, named_option
 
 
 def ask(
@@ -114,13 +115,14 @@ def test_adapters_keep_names_and_refuse_unknown_ones() -> None:
 
 
 def test_builtin_bots() -> None:
-    assert list(BOTS) == ["echo", "always-correct", "always-incorrect", "arithmetic-checker", "calculator", "stubborn",
-                          "agreeable", "contrarian"]
+    assert list(BOTS) == ["echo", "calculator"]  # the bots of no game; games bring their own
+    assert list(known_bots())[:8] == ["echo", "calculator", "always-correct", "always-incorrect", "arithmetic-checker",
+                                      "stubborn", "agreeable", "contrarian"]  # math-reflection's, then debate's
     assert scripted_bot("echo").model_name == "scripted:echo"
     assert ask(scripted_bot("echo"), "repeat me").text == "repeat me"
     assert parse_verdict(ask(scripted_bot("always-correct")).text) is True
     assert parse_verdict(ask(scripted_bot("always-incorrect")).text) is False
-    with pytest.raises(ValueError, match="built-in bots: echo, always-correct"):
+    with pytest.raises(ValueError, match="built-in bots: echo, calculator, always-correct"):
         scripted_bot("genius")
 
 

@@ -1,8 +1,8 @@
-"""Intervals and paired tests of evaluation/stats.py against values computed by hand."""
+"""Intervals and paired tests of graphs/metrics/stats.py against values computed by hand."""
 
 import pytest
 
-from evaluation.stats import Estimate, mcnemar_exact, mean_estimate, mean_of_proportions, paired, wilson
+from graphs.metrics.stats import Estimate, mcnemar_exact, mean_estimate, mean_of_proportions, paired, wilson
 
 
 def test_wilson_matches_the_textbook_values():

@@ -19,11 +19,11 @@ from unconstrained import UnconstrainedBackend
 
 from app.cli import app
 from evaluation.evaluator import Evaluator
-from evaluation.stats import wilson
-from graphs.games import get_game
+from graphs.games import get_game, scripted_bot
+from graphs.metrics.stats import wilson
 from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import ScriptedBackend, scripted_bot
+from graphs.policies.scripted import ScriptedBackend
 from graphs.runner import play
 from graphs.story import bots, prompts
 from graphs.story.constraints import Constraints

@@ -24,10 +24,11 @@ from memory_sink import MemorySink
 from model_logs import as_model_turns
 from sqlalchemy import select
 
+from graphs.games import scripted_bot
 from graphs.options import option_docs
 from graphs.policies.base import BackendError, GenerationRequest, SamplingParams
 from graphs.policies.policy import Policy
-from graphs.policies.scripted import ScriptedBackend, scripted_bot
+from graphs.policies.scripted import ScriptedBackend
 from graphs.runner import play
 from graphs.tasks.base import TaskSourceError
 from graphs.textarena_games import credit

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, func, select
 
 from evaluation.evaluator import EvaluationResult
-from evaluation.run_metrics import per_task_means, task_means
 from graphs.game import GateMetric
+from graphs.metrics.run_metrics import per_task_means, task_means
 from storage.rows import EPISODES, REWARDS, TURNS
 from training.adapter_files import verify_folder
 from training.deploy import GateError, GateResult, decide, record_decision

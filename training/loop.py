@@ -209,8 +209,8 @@ async def _practise(engine, game: GameSpec, live, recorder, config: RetrainConfi
     practice = game.practice
     if not config.practice or practice is None:
         return []
+    from graphs.games import scripted_bot
     from graphs.policies.policy import Policy
-    from graphs.policies.scripted import scripted_bot
 
     policies = live()
     for seat, bot in practice.stand_ins.items():

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from app.ray_workers import Cluster
     from app.settings import Settings
     from evaluation.evaluator import EvaluationResult
-    from evaluation.stats import Estimate, PairedComparison
+    from graphs.metrics.stats import Estimate, PairedComparison
     from graphs.tasks.base import Task
 
 
@@ -268,7 +268,7 @@ def _print_paired(result: EvaluationResult, baseline: EvaluationResult, specs: d
     """Print one set's paired comparison as tables; return its json records (every metric, then
     the first by family when the set has several)."""
     from evaluation.families import paired_by_family
-    from evaluation.stats import paired
+    from graphs.metrics.stats import paired
 
     comparisons: dict[str, PairedComparison | None] = {
         metric: paired(result.per_task[metric], baseline.per_task[metric])

@@ -244,7 +244,7 @@ def retrain(
             **chosen,
             "roles": chosen["roles"] or tuple(spec.gate_metrics),
             "tasks": tasks,
-            "practice_tasks": chosen["practice_tasks"] or ("arithmetic:1" if tasks == "arithmetic" else tasks),
+            "practice_tasks": chosen["practice_tasks"] or (spec.practice.task_spec(tasks) if spec.practice else tasks),
             "refinements": _declared_default(chosen, "refinements", spec),
             "first_repairs": _declared_default(chosen, "first_repairs", spec, "corrected"),
             "answer_lines": _declared_default(chosen, "answer_lines", spec, "answer_line"),

@@ -10,7 +10,7 @@ from app.commands.common import DbOption, FormatOption, err, fail, out, settings
 from app.output import Format, emit
 
 if TYPE_CHECKING:
-    from evaluation.stats import Estimate
+    from graphs.metrics.stats import Estimate
 
 
 def eval_verifier(

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from graphs.credit import CORRECT, CreditRule, CreditTurn
 
 TESTS_PASSED = "tests_passed"
+BUG_VALID = "bug_valid"
+"""the breaker's reward: its code is a bug (compiles, runs within the limits, fails a test)"""
 
 
 def fixer_credits(turns: Sequence[CreditTurn], role: str) -> dict[str, float]:

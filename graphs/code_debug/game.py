@@ -6,9 +6,8 @@ from typing import Any
 
 from graphs.code_debug import judge as rules
 from graphs.code_debug.bots import BOTS
-from graphs.code_debug.credit import FIXER_CREDIT, TESTS_PASSED
+from graphs.code_debug.credit import BUG_VALID, FIXER_CREDIT, TESTS_PASSED
 from graphs.code_debug.metrics import code_debug_metrics
-from graphs.code_debug.nodes import BUG_VALID
 from graphs.code_debug.options import CodeDebugOptions
 from graphs.code_debug.prompts import fixer_messages
 from graphs.code_debug.tasks import CODE_TASKS

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import RunMetrics, per_task_means, ratio, task_means
-from graphs.code_debug.credit import TESTS_PASSED
+from graphs.code_debug.credit import BUG_VALID, TESTS_PASSED
 from graphs.code_debug.judge import NO_CODE
-from graphs.code_debug.nodes import BUG_VALID
 from graphs.code_debug.prompts import QUALITY
 from graphs.credit import CORRECT
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, ratio, task_means
 from graphs.sandbox import Status
 from storage.models import Base
 from storage.queries import in_run

@@ -12,16 +12,15 @@ from langgraph.runtime import Runtime
 from graphs.code_debug import judge as rules
 from graphs.code_debug import prompts
 from graphs.code_debug.code import extract_code
-from graphs.code_debug.credit import TESTS_PASSED
+from graphs.code_debug.credit import BUG_VALID, TESTS_PASSED
 from graphs.code_debug.mutate import mutations, normalise
 from graphs.code_debug.options import CodeDebugOptions
 from graphs.code_debug.state import Bug, Fix, State
 from graphs.context import EpisodeContext
 from graphs.credit import CORRECT
-from graphs.judges.rubric import judge_score
+from graphs.judging import judge_score
 from graphs.sandbox import Status
 
-BUG_VALID = "bug_valid"
 MUTANTS_TRIED = 8
 """seeded mutations of the reference tried for a bug when the breaker's code is none"""
 

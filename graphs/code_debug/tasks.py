@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from graphs.tasks.base import Task, TaskSourceError
-from graphs.tasks.own import OwnTasks
 from graphs.tasks.files import _read_rows
+from graphs.tasks.own import OwnTasks
 
 SOURCE = "code-debug"
 DATA = Path(__file__).resolve().parent / "data"

@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from graphs.credit import CORRECT
+from graphs.debate.bots import BOTS
+from graphs.debate.judge_prompt import read_judge_prompt
 from graphs.debate.metrics import debate_metrics
 from graphs.debate.options import DebateOptions
 from graphs.debate.state import win_value
 from graphs.game import EpisodeOutcome, GameSpec, GateMetric
 from graphs.seats import Seat, SeatKind
+from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task
 
 SEATS = (
@@ -52,6 +55,9 @@ GAME = GameSpec(
     initial_state=initial_state,
     outcome=outcome,
     options=DebateOptions,
+    tasks=MATH_TASKS,
+    bots=BOTS,
+    judge_prompt=read_judge_prompt,
     rewards={
         CORRECT: "each debater turn: its stated answer matches the ground truth (1/0)",
         "win": "each debater's last turn: 1 win, 0.5 tie, 0 loss",

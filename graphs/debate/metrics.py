@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import RunMetrics, per_task_means, task_means
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
 from storage.models import Base
 from storage.queries import in_run
 

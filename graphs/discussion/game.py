@@ -13,13 +13,13 @@ from typing import Any
 
 from graphs.credit import CORRECT
 from graphs.discussion.metrics import discussion_metrics
-from graphs.discussion.nodes import MOVE_BONUS
 from graphs.discussion.options import DiscussionOptions
 from graphs.discussion.prompts import first_messages
-from graphs.discussion.state import AGENTS, answers_of_round
+from graphs.discussion.state import AGENTS, MOVE_BONUS, answers_of_round
 from graphs.game import EpisodeOutcome, GameSpec, GateMetric
-from graphs.math_reflection.majority import majority_index
+from graphs.judges.majority import majority_index
 from graphs.seats import Seat, SeatKind
+from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task
 
 SEATS = (
@@ -65,6 +65,7 @@ GAME = GameSpec(
     initial_state=initial_state,
     outcome=outcome,
     options=DiscussionOptions,
+    tasks=MATH_TASKS,
     rewards={
         CORRECT: "each agent turn: its answer matches the ground truth (1/0, 0 when unparsed)",
         MOVE_BONUS: "an agent's right answer: --move-bonus per agent it moved from wrong to right in the next round",

@@ -6,13 +6,13 @@ parsed answers and ``correct`` rewards; only episodes whose task has a ground tr
 - ``final_majority``: the majority of the final answers (ties to the later agent:
   ``graphs.math_reflection.majority``);
 - ``discussion_gain``: final round minus first round, paired by task
-  (``evaluation.stats.paired``: the mean difference with a paired bootstrap 95% interval),
+  (``graphs.metrics.stats.paired``: the mean difference with a paired bootstrap 95% interval),
   which says whether discussing helped;
 - ``wrong->right`` and ``right->wrong``: the share of agents whose final answer is right
   where their first was wrong, and the reverse.
 
 Each is a mean over tasks of per-task outcomes, with its sample size and 95% interval
-(``evaluation.run_metrics``).
+(``graphs.metrics.run_metrics``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import RunMetrics, per_task_means, task_means
-from evaluation.stats import paired
 from graphs.credit import CORRECT
 from graphs.discussion.state import AGENTS
-from graphs.math_reflection.metrics import majority_correct
+from graphs.judges.majority import majority_correct
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
+from graphs.metrics.stats import paired
 from storage.models import Base
 from storage.queries import in_run
 

@@ -14,11 +14,9 @@ from graphs.context import EpisodeContext
 from graphs.credit import CORRECT
 from graphs.discussion import prompts
 from graphs.discussion.options import DiscussionOptions
-from graphs.discussion.state import AGENTS, Answer, State, answers_of_round
+from graphs.discussion.state import AGENTS, MOVE_BONUS, Answer, State, answers_of_round
 from graphs.judges.answers import extract_answer
 from graphs.judges.verifier import is_correct
-
-MOVE_BONUS = "move_bonus"
 
 
 async def discuss(state: State, runtime: Runtime[EpisodeContext]) -> dict:

@@ -8,6 +8,9 @@ from typing import Annotated, TypedDict
 AGENTS = tuple(f"agent_{i}" for i in range(1, 6))
 """every agent seat, in speaking order; a game of N agents uses the first N"""
 
+MOVE_BONUS = "move_bonus"
+"""an agent's reward for moving others to its right answer"""
+
 
 class Answer(TypedDict):
     seat: str

@@ -14,12 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from graphs.credit import CORRECT
+from graphs.ensemble.judge_prompt import read_judge_prompt
 from graphs.ensemble.metrics import ensemble_metrics
-from graphs.ensemble.nodes import PICK_CORRECT
 from graphs.ensemble.options import EnsembleOptions
 from graphs.ensemble.prompts import agent_messages
+from graphs.ensemble.state import PICK_CORRECT
 from graphs.game import EpisodeOutcome, GameSpec, GateMetric
 from graphs.seats import Seat, SeatKind
+from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task
 
 SEATS = (
@@ -58,6 +60,8 @@ GAME = GameSpec(
     initial_state=initial_state,
     outcome=outcome,
     options=EnsembleOptions,
+    tasks=MATH_TASKS,
+    judge_prompt=read_judge_prompt,
     rewards={
         CORRECT: "solver: each agent's answer matches the ground truth (1/0, 0 when unparsed; info: variant)",
         PICK_CORRECT: "judge (a model): the answer it picked matches the ground truth (1/0)",

@@ -9,7 +9,7 @@ not agree) and ``unanimous`` (every agent gave the same parsed answer). From the
 ``pick_correct`` rewards, where a judge model picked: ``judge_accuracy``.
 
 Each is a mean over tasks of per-task outcomes (a task played several times gets the mean of
-its episodes), with its sample size and 95% interval (``evaluation.run_metrics``). Accuracies
+its episodes), with its sample size and 95% interval (``graphs.metrics.run_metrics``). Accuracies
 count only episodes whose task has a ground truth; agreement counts every episode.
 """
 
@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import RunMetrics, per_task_means, task_means
 from graphs.credit import CORRECT
-from graphs.ensemble.nodes import PICK_CORRECT
-from graphs.math_reflection.majority import majority_index
-from graphs.math_reflection.metrics import majority_correct
+from graphs.ensemble.state import PICK_CORRECT
+from graphs.judges.majority import majority_correct, majority_index
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
 from storage.models import Base
 from storage.queries import in_run
 

@@ -12,12 +12,10 @@ from graphs.context import EpisodeContext
 from graphs.credit import CORRECT
 from graphs.ensemble import prompts
 from graphs.ensemble.options import EnsembleOptions
-from graphs.ensemble.state import Answer, State, Team
+from graphs.ensemble.state import PICK_CORRECT, Answer, State, Team
 from graphs.judges.answers import extract_answer
+from graphs.judges.majority import majority_index
 from graphs.judges.verifier import is_correct
-from graphs.math_reflection.majority import majority_index
-
-PICK_CORRECT = "pick_correct"
 
 
 async def answer(state: State, runtime: Runtime[EpisodeContext]) -> dict:

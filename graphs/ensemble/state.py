@@ -5,6 +5,9 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Literal, TypedDict
 
+PICK_CORRECT = "pick_correct"
+"""the judge's reward: its pick is a right answer (1/0)"""
+
 
 class Answer(TypedDict):
     agent: int

@@ -6,27 +6,19 @@ back out of that prompt, scores each one with its reward model as the answer to 
 (``[user: question, assistant: answer]``), and names the highest-scoring candidate in the line
 the game parses; its rationale lists every score and whether it clears the model's threshold.
 
-Readers exist for the judges that pick one of several answers:
-
-- ``debate``: the candidates are each debater's last argument; the verdict ``Winner: A|B``;
-- ``ensemble``: the candidates are the distinct answers, each scored by the solution listed
-  with it; the verdict ``Pick: N``.
-
-The other judges score a rubric (story, negotiation, code-debug, retrieval) or check ground
-truth by rule (math-reflection, discussion): there is no answer to pick, so a verifier does
-not fill them (``JUDGE_GAMES``). A reader parses the exact text of its game's
-``prompts.judge_messages``; the tests build prompts with those functions, so a change to a
-prompt's format breaks a test rather than a verdict.
+A game whose judge picks one of several answers says how its judge prompt is read back
+(``GameSpec.judge_prompt``, a ``JudgePromptReader``: debate's and ensemble's); judges that
+score a rubric or check ground truth by rule have no answer to pick, so a verifier does not
+fill them. A reader parses the exact text of its game's ``prompts.judge_messages``; the tests
+build prompts with those functions, so a change to a prompt's format breaks a test rather
+than a verdict.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from graphs.debate import prompts as debate_prompts
-from graphs.ensemble import prompts as ensemble_prompts
 from graphs.policies.base import Message
 
 
@@ -52,58 +44,22 @@ class JudgePrompt:
                 for answer in self.answers]
 
 
-_DEBATE_HEAD = "You are the judge of a debate.\n\nQuestion: "
-_DEBATE_TAIL = "\n\n" + debate_prompts.JUDGE_INSTRUCTIONS
-_DEBATE_TRANSCRIPT = "\n\nTranscript:\n\n"
-_DEBATE_ENTRY = re.compile(r"^Debater ([AB]) \(round \d+\):\n", re.MULTILINE)
+JudgePromptReader = Callable[[str], JudgePrompt | None]
+"""A game's reader of its judge prompt (the content of its last message): the prompt read
+back, or None when the text is not that game's judge prompt (``GameSpec.judge_prompt``)."""
 
 
-def _read_debate(content: str) -> JudgePrompt | None:
-    if not (content.startswith(_DEBATE_HEAD) and content.endswith(_DEBATE_TAIL)):
-        return None
-    question, found, transcript = content[len(_DEBATE_HEAD): -len(_DEBATE_TAIL)].partition(_DEBATE_TRANSCRIPT)
-    entries = list(_DEBATE_ENTRY.finditer(transcript)) if found else []
-    last: dict[str, str] = {}
-    for entry, following in zip(entries, [*entries[1:], None], strict=True):
-        end = len(transcript) if following is None else following.start() - 2  # the "\n\n" between entries
-        last[entry[1]] = transcript[entry.end(): end]
-    if set(last) != {"A", "B"}:
-        raise JudgePromptError("the debate judge prompt holds no argument of both debaters")
-    return JudgePrompt(question, ("Debater A", "Debater B"), (last["A"], last["B"]), lambda i: f"Winner: {'AB'[i]}")
-
-
-_ENSEMBLE_HEAD = f"{ensemble_prompts.JUDGE_INSTRUCTIONS}\n\nProblem:\n"
-_ENSEMBLE_ENTRY = re.compile(r"\n\nAnswer (\d+): .*\nSolution:\n")
-
-
-def _read_ensemble(content: str) -> JudgePrompt | None:
-    if not content.startswith(_ENSEMBLE_HEAD):
-        return None
-    body = content[len(_ENSEMBLE_HEAD):]
-    entries = list(_ENSEMBLE_ENTRY.finditer(body))
-    numbers = [int(m[1]) for m in entries]
-    if not entries or numbers != list(range(1, len(entries) + 1)):
-        raise JudgePromptError("the ensemble judge prompt lists no numbered answers")
-    solutions = tuple(body[m.end(): (following.start() if following else len(body))]
-                      for m, following in zip(entries, [*entries[1:], None], strict=True))
-    return JudgePrompt(body[: entries[0].start()], tuple(f"Answer {n}" for n in numbers), solutions,
-                       lambda i: f"{ensemble_prompts.PICK_MARKER} {i + 1}")
-
-
-JUDGE_GAMES: dict[str, Callable[[str], JudgePrompt | None]] = {"debate": _read_debate, "ensemble": _read_ensemble}
-"""The games whose judge seat a trained verifier can fill, with the reader of each one's judge prompt."""
-
-
-def read_judge_prompt(messages: Sequence[Message]) -> JudgePrompt:
-    """The question and candidates of a judge prompt of one of ``JUDGE_GAMES``."""
+def read_judge_prompt(messages: Sequence[Message], readers: Mapping[str, JudgePromptReader]) -> JudgePrompt:
+    """The question and candidates of a judge prompt of one of the games of ``readers``
+    (game name -> its reader)."""
     content = messages[-1]["content"] if messages else ""
-    for read in JUDGE_GAMES.values():
+    for read in readers.values():
         prompt = read(content)
         if prompt is not None:
             return prompt
     raise JudgePromptError(
-        f"this is not the judge prompt of {' or '.join(JUDGE_GAMES)}: a trained verifier fills only the judge seats "
-        "that pick one of several answers"
+        f"this is not the judge prompt of {' or '.join(readers) or 'any game'}: a trained verifier fills only the "
+        "judge seats that pick one of several answers"
     )
 
 

@@ -10,9 +10,10 @@ from graphs.credit import CORRECT
 from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice, Refinements, TruthVerdicts
 from graphs.judges.answers import extract_answer
 from graphs.judges.arithmetic import checker_notes, corrected
+from graphs.judges.majority import majority_index
 from graphs.judges.verifier import is_correct
+from graphs.math_reflection.bots import BOTS
 from graphs.math_reflection.credit import CRITIC_CREDIT, VERDICT_CORRECT
-from graphs.math_reflection.majority import majority_index
 from graphs.math_reflection.metrics import reflection_metrics
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.math_reflection.prompts import (
@@ -24,6 +25,7 @@ from graphs.math_reflection.prompts import (
 )
 from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind
+from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task
 
 SEATS = (
@@ -110,6 +112,13 @@ _ANSWER_LINE = re.compile(r"answer\s*[*_]*\s*:[^\n]*\S", re.IGNORECASE)
 VERDICT_CORRECT_LINE, VERDICT_INCORRECT_LINE = (VERDICT_LINE.prefix("") + option for option in VERDICT_LINE.options)
 
 
+
+def practice_tasks(spec: str) -> str:
+    """The generator's whole range practises on level 1, where a small model answers some
+    problems right and some wrong (levels 2-4 give it almost no right answer to learn from)."""
+    return "arithmetic:1" if spec == "arithmetic" else spec
+
+
 GAME = GameSpec(
     name="math-reflection",
     description="An actor solves a math problem, a critic reviews it, the actor refines; judged on ground truth.",
@@ -118,6 +127,8 @@ GAME = GameSpec(
     initial_state=initial_state,
     outcome=outcome,
     options=ReflectionOptions,
+    tasks=MATH_TASKS,
+    bots=BOTS,
     rewards={
         CORRECT: "actor: its answer matches the ground truth (1/0, 0 when unparsed)",
         VERDICT_CORRECT: "critic: its verdict agrees with the truth about the answer it reviewed (1/0)",
@@ -134,7 +145,7 @@ GAME = GameSpec(
                     "critic_unparsed_rate"),
     # the actor's solo attempt: one answer, an approving scripted critic (no model call), so a
     # round buys several times more actor samples than full episodes would
-    practice=Practice("actor", {"turns": 1}, {"critic": "always-correct"}),
+    practice=Practice("actor", {"turns": 1}, {"critic": "always-correct"}, tasks=practice_tasks),
     balanced_seats=frozenset({"critic"}),
     truth_verdicts=TruthVerdicts("critic", "actor", review_of,
                                  {True: VERDICT_CORRECT_LINE, False: VERDICT_INCORRECT_LINE}),

@@ -16,7 +16,7 @@ critic_unparsed_rate, and critic_accuracy (raw share of right verdicts: kept for
 never used by a gate, since a critic that always says "incorrect" scores high on a weak actor).
 
 Ratios over turns (precision, recalls, unparsed rate, raw accuracy) get a Wilson interval
-with n = turns and linearised per-task outcomes (``evaluation.run_metrics``); the balanced
+with n = turns and linearised per-task outcomes (``graphs.metrics.run_metrics``); the balanced
 accuracy, the mean of two recalls, the MOVER interval built from theirs
 (``stats.mean_of_proportions``: a bootstrap's would collapse to a point for a critic that is
 always right on a small sample).
@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import RunMetrics, per_task_means, ratio, task_means
-from evaluation.stats import mean_of_proportions
 from graphs.credit import CORRECT
-from graphs.math_reflection.majority import majority_index
+from graphs.judges.majority import majority_correct
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, ratio, task_means
+from graphs.metrics.stats import mean_of_proportions
 from storage.models import Base
 from storage.queries import in_run
 
@@ -68,12 +68,6 @@ def _episodes(engine: Engine, run_id: str) -> list[_Episode]:
                 reviewed = episode.answers[-1][1] if episode.answers else None
                 episode.verdicts.append((parsed, None if reviewed is None else reviewed == 1.0))
     return list(found.values())
-
-
-def majority_correct(answers: list[tuple[str | None, float | None]]) -> float:
-    """Correctness of the majority answer (0 when no answer was parsed)."""
-    index = majority_index([parsed for parsed, _ in answers])
-    return 0.0 if index is None else answers[index][1] or 0.0
 
 
 def _actor_metrics(episodes: list[_Episode]) -> RunMetrics:

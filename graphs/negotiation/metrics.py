@@ -5,15 +5,15 @@ Wilson for 0/1 outcomes): agreement_rate, own_value_share (the proposer's value 
 without a deal), counterpart_value_share, fairness (Nash product over the best), pareto_share,
 coherence (the share of the proposer's moves that were coherent) and, when a judge model
 scored it, judge_coherence. invalid_move_rate is a ratio over the proposer's moves (Wilson,
-n = moves; per-task outcomes linearised, ``evaluation.run_metrics``).
+n = moves; per-task outcomes linearised, ``graphs.metrics.run_metrics``).
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from evaluation.episode_rewards import episode_rewards, invalid_move_rate
-from evaluation.run_metrics import RunMetrics, per_task_means, task_means
+from graphs.metrics.episode_rewards import episode_rewards, invalid_move_rate
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
 from graphs.negotiation import credit
 
 EPISODE_METRICS = {

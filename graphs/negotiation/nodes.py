@@ -15,7 +15,8 @@ from typing import Literal
 from langgraph.runtime import Runtime
 
 from graphs.context import EpisodeContext
-from graphs.judges.rubric import Rubric, judge_score
+from graphs.judges.rubric import Rubric
+from graphs.judging import judge_score
 from graphs.negotiation import credit, prompts
 from graphs.negotiation.options import NegotiationOptions
 from graphs.negotiation.pool import NEGOTIATORS, DealScores, Pool, parse_move, score_deal

@@ -33,8 +33,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from graphs.context import derive_seed
 from graphs.policies.policy import Policy
+from graphs.seeds import derive_seed
 
 POOL_MODES = ("uniform", "latest", "lagged:K", "rated")
 SCHEDULE_MODES = ("every:K", "round")

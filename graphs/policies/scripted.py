@@ -23,8 +23,7 @@ from itertools import count
 from pathlib import Path
 
 from graphs.judges import arithmetic
-from graphs.judges.answers import extract_answer
-from graphs.judges.arithmetic import checker_notes, evaluate, format_number, plain_arithmetic
+from graphs.judges.arithmetic import evaluate, format_number, plain_arithmetic
 from graphs.policies.base import (
     BackendError,
     GenerationRequest,
@@ -216,130 +215,34 @@ def _apply_limits(text: str, request: GenerationRequest) -> tuple[str, str]:
 
 def echo(messages: list[Message], request: GenerationRequest) -> str:
     """Repeats the last user message."""
-    return _last_user(messages)
-
-
-def always_correct(messages: list[Message], request: GenerationRequest) -> str:
-    """A critic that approves everything."""
-    return "The solution looks right to me.\nVerdict: correct"
-
-
-def always_incorrect(messages: list[Message], request: GenerationRequest) -> str:
-    """A critic that rejects everything."""
-    return "Please check each step of the arithmetic again.\nVerdict: incorrect"
+    return last_user(messages)
 
 
 def calculator(messages: list[Message], request: GenerationRequest) -> str:
     """An actor that evaluates the last arithmetic expression in the last user message
     ("What is 12 * (3 + 4)?"), else repeats the last number there; it does not read word
     problems, so it is a baseline, not an oracle."""
-    value = _calculate(_last_user(messages))
+    value = calculate(last_user(messages))
     return f"Answer: {value}" if value is not None else "I cannot find a calculation to do."
 
 
-def stubborn(messages: list[Message], request: GenerationRequest) -> str:
-    """A debater that answers like ``calculator`` in its first turn and then restates the
-    answer of its first turn whatever it is told."""
-    own = [m["content"] for m in messages if m["role"] == "assistant"]
-    if not own:
-        return calculator(messages, request)
-    first = extract_answer(own[0])
-    return f"I stand by my first answer.\nAnswer: {first}" if first else "I stand by what I said."
+BOTS: dict[str, Bot] = {"echo": echo, "calculator": calculator}
+"""The bots of no game; games contribute theirs (``GameSpec.bots``, all of them by name:
+``graphs.games.known_bots``)."""
 
 
-def agreeable(messages: list[Message], request: GenerationRequest) -> str:
-    """A debater that adopts the other debater's latest answer (``calculator``'s when it has
-    heard none): a partner that never makes a debate decisive."""
-    theirs = _other_answer(messages)
-    if theirs is None:
-        return calculator(messages, request)
-    return f"I agree with the other debater.\nAnswer: {theirs}"
-
-
-def contrarian(messages: list[Message], request: GenerationRequest) -> str:
-    """A debater that always disputes the other debater's latest answer: it states its own
-    calculation when that differs, else the other's number plus one (``calculator`` when it has
-    heard none)."""
-    theirs = _other_answer(messages)
-    if theirs is None:
-        return calculator(messages, request)
-    first = next((m["content"] for m in messages if m["role"] == "user"), "")
-    own = _calculate(_OTHER_DEBATER.split(first)[0])  # the question, before any argument
-    if own is not None and own != theirs:
-        return f"The other debater is wrong.\nAnswer: {own}"
-    value = evaluate(theirs)
-    disputed = format_number(value + 1) if value is not None else "0"
-    return f"The other debater is wrong.\nAnswer: {disputed}"
-
-
-def arithmetic_checker(messages: list[Message], request: GenerationRequest) -> str:
-    """A critic that checks the written steps "a op b (op c...) = d" of the last user message
-    (the answer under review) with exact arithmetic and names the wrong ones with their right
-    result; it does not judge the setup (a right sum of the wrong numbers passes). A tool for
-    the refinement turn: a critique that says which number is wrong, and what it should be."""
-    notes = checker_notes(_last_user(messages))
-    if notes is None:
-        return "Every calculation I can check is right.\nVerdict: correct"
-    return f"{notes}\nVerdict: incorrect"
-
-
-BOTS: dict[str, Bot] = {
-    "echo": echo,
-    "always-correct": always_correct,
-    "always-incorrect": always_incorrect,
-    "arithmetic-checker": arithmetic_checker,
-    "calculator": calculator,
-    "stubborn": stubborn,
-    "agreeable": agreeable,
-    "contrarian": contrarian,
-}
-
-
-def known_bots() -> dict[str, Bot]:
-    """The built-in bots, then those the registered games contribute (``GameSpec.bots``)."""
-    from graphs.games import game_registry  # imported here: the game specs import policies
-
-    bots = dict(BOTS)
-    for game in game_registry().values():
-        for name, bot in game.bots.items():
-            if name in bots:
-                raise ValueError(f"game {game.name!r} contributes a scripted bot named {name!r}, a name "
-                                 "already taken; rename the game's bot")
-            bots[name] = bot
-    return bots
-
-
-def scripted_bot(name: str) -> ScriptedBackend:
-    """A backend running the built-in or game bot ``name`` (model_name ``scripted:<name>``), as
-    the CLI's ``--seat critic=scripted:always-correct`` asks for."""
-    bots = known_bots()
-    if name not in bots:
-        raise ValueError(f"unknown scripted bot {name!r}; built-in bots: {', '.join(bots)}")
-    return ScriptedBackend(bots[name], bot_name=name)
-
-
-def _last_user(messages: list[Message]) -> str:
+def last_user(messages: list[Message]) -> str:
+    """The content of the last user message (\"\" when there is none)."""
     return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
-
-
-_OTHER_DEBATER = re.compile(r"^Debater [A-Z]:\n", re.MULTILINE)
-
-
-def _other_answer(messages: list[Message]) -> str | None:
-    """The answer of the other debater's latest argument: the "Debater X:" block of the last
-    user message (debate's prompt), without the instruction paragraph that follows it."""
-    blocks = _OTHER_DEBATER.split(_last_user(messages))
-    if len(blocks) < 2:
-        return None
-    argument = blocks[-1].rpartition("\n\n")[0] or blocks[-1]
-    return extract_answer(argument)
 
 
 _EXPRESSION = re.compile(r"[\d(][\d\s.+\-*/×÷()]*[\d)]")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def _calculate(text: str) -> str | None:
+def calculate(text: str) -> str | None:
+    """The value of the last arithmetic expression in ``text``, else its last number; None when
+    it has neither."""
     text = text.replace(",", "")
     for candidate in reversed(_EXPRESSION.findall(text)):
         if any(op in candidate for op in "+-*/×÷"):

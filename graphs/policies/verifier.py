@@ -4,7 +4,8 @@ NAME is a reward model published by ``sparring train reward`` (``verifier@v2``, 
 name for its active version; ``app.wiring`` resolves it in the registry). The backend serves
 the judge's request like a model would, without generating: it reads the candidate answers
 from the judge prompt, scores them with the reward model and answers with a rationale (every
-score) and the verdict line naming the best one (``graphs.judges.reward_verifier``). A judge
+score) and the verdict line naming the best one (``graphs.judges.reward_verifier``); the games
+whose judge prompts it reads are given to it, each with its reader (``GameSpec.judge_prompt``). A judge
 request with a final line (the ensemble's ``Pick:``) gets the verdict as that line, with
 ``chosen`` set, as a constrained model would give it.
 
@@ -17,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from graphs.judges.reward_verifier import JudgePromptError, decide, read_judge_prompt
+from graphs.judges.reward_verifier import JudgePromptError, JudgePromptReader, decide, read_judge_prompt
 from graphs.policies.base import (
     BackendError,
     ChoiceUnsupportedError,
@@ -27,6 +29,7 @@ from graphs.policies.base import (
     GenerationResult,
     UnknownAdapterError,
 )
+
 if TYPE_CHECKING:
     from graphs.policies.reward_model import RewardModel
 
@@ -44,9 +47,12 @@ class VerifierBackend:
 
     name = "verifier"
 
-    def __init__(self, reward_model: RewardModel, *, model_name: str) -> None:
+    def __init__(self, reward_model: RewardModel, *, model_name: str,
+                 readers: Mapping[str, JudgePromptReader]) -> None:
         self.model_name = model_name
         """the base model, as the settings name it"""
+        self._readers = dict(readers)
+        """game name -> the reader of its judge prompt (``GameSpec.judge_prompt``)"""
         self._reward_model: RewardModel | None = reward_model
         self._lock = asyncio.Lock()
 
@@ -63,7 +69,7 @@ class VerifierBackend:
         if request.choice is not None:
             raise ChoiceUnsupportedError(f"verifier {model.name} answers judge prompts, not choice requests")
         try:
-            prompt = read_judge_prompt(request.messages)
+            prompt = read_judge_prompt(request.messages, self._readers)
         except JudgePromptError as exc:
             raise BackendError(f"verifier {model.name}: {exc}") from exc
         started = time.perf_counter()

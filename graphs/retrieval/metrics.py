@@ -28,9 +28,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from evaluation.episode_rewards import episode_rewards
-from evaluation.run_metrics import RunMetrics, per_task_means, ratio, task_means
 from graphs.credit import CORRECT
+from graphs.metrics.episode_rewards import episode_rewards
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, ratio, task_means
 from graphs.retrieval.credit import JUDGE_RELEVANCE
 
 

@@ -8,9 +8,10 @@ from typing import Literal
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.runtime import Runtime
 
-from graphs.context import EpisodeContext, derive_seed
+from graphs.context import EpisodeContext
 from graphs.credit import CORRECT
-from graphs.judges.rubric import Rubric, judge_score
+from graphs.judges.rubric import Rubric
+from graphs.judging import judge_score
 from graphs.retrieval.answers import canonical_action, matches, mentions, read_reply, states
 from graphs.retrieval.corpus import Corpus, Document, corpus_for
 from graphs.retrieval.credit import CITED_GOLD, JUDGE_RELEVANCE, RELEVANCE
@@ -18,6 +19,7 @@ from graphs.retrieval.distractors import parse_plan, plant, planted_id, planter_
 from graphs.retrieval.prompts import RELEVANCE_QUESTION, relevance_material, researcher_messages
 from graphs.retrieval.state import Planted, State, Step, Verdict
 from graphs.retrieval.tools import SEARCH_TOOL
+from graphs.seeds import derive_seed
 from graphs.tasks.base import Task
 
 RELEVANCE_RUBRIC = Rubric("relevance", RELEVANCE_QUESTION)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import RunMetrics, per_task_means, ratio, task_means
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, ratio, task_means
 from graphs.story.credit import CONSISTENCY
 from graphs.story.prompts import CREATIVITY, CREATIVITY_PROXY
 from graphs.story.state import CO_WRITER, WRITER

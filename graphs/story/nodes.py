@@ -25,8 +25,9 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
-from graphs.context import EpisodeContext, Reply, derive_seed
-from graphs.judges.rubric import Side, judge_preference
+from graphs.context import EpisodeContext, Reply
+from graphs.judging import Side, judge_preference
+from graphs.seeds import derive_seed
 from graphs.story import prompts
 from graphs.story.constraints import Constraints
 from graphs.story.credit import CONSISTENCY

@@ -31,8 +31,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
-from graphs.story.constraints import Constraints, Ending, Fact
+if TYPE_CHECKING:
+    from graphs.story.constraints import Constraints, Ending, Fact
 
 _WORD = re.compile(r"[a-z][a-z']{2,}")
 _COPULA = ("is", "are", "was", "were")

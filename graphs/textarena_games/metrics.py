@@ -5,15 +5,15 @@ outcomes, else bootstrap): score (the player's points: 1 for a win, 1/2 for a dr
 loss; the gate), win_rate (the player's textarena reward beats the opponent's), draw_rate (the
 rewards are equal), forfeit_rate (the player lost by invalid moves). invalid_move_rate is a
 ratio over the player's moves (Wilson, n = moves; per-task outcomes linearised,
-``evaluation.run_metrics``).
+``graphs.metrics.run_metrics``).
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from evaluation.episode_rewards import EpisodeRewards, episode_rewards, invalid_move_rate
-from evaluation.run_metrics import RunMetrics, per_task_means, task_means
+from graphs.metrics.episode_rewards import EpisodeRewards, episode_rewards, invalid_move_rate
+from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
 from graphs.textarena_games import credit
 from graphs.textarena_games.credit import OPPONENT, PLAYER
 

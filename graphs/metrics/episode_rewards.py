@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from evaluation.run_metrics import ratio
-from evaluation.stats import Estimate
+from graphs.metrics.run_metrics import ratio
+from graphs.metrics.stats import Estimate
 from storage.models import Base
 from storage.queries import in_run
 
@@ -65,7 +65,7 @@ def episode_rewards(engine: Engine, run_id: str, *, seat: str | None = None,
 
 def invalid_move_rate(episodes: Iterable[EpisodeRewards], seat: str, valid: str) -> tuple[Estimate, dict[str, float]]:
     """The share of the seat's moves whose per-move ``valid`` reward is below 0.5: Wilson over
-    the moves, per-task outcomes linearised (``evaluation.run_metrics.ratio``); every episode's
+    the moves, per-task outcomes linearised (``graphs.metrics.run_metrics.ratio``); every episode's
     task has one, 0 moves included."""
     tasks: dict[str, Counter[str]] = defaultdict(Counter)
     for episode in episodes:

@@ -2,7 +2,7 @@
 
 Every metric is an ``Estimate`` (value, n, 95% interval) and comes with its per-task
 outcomes (task id -> float), so two runs on the same tasks can be compared paired
-(``evaluation.stats.paired``). Only succeeded episodes count; a task played several times
+(``graphs.metrics.stats.paired``). Only succeeded episodes count; a task played several times
 gets the mean of its episodes.
 
 Ratios over events (turns, reviews) get a Wilson interval with n = events. Their per-task
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from evaluation.stats import Estimate, mean_estimate, ratio_estimate
+from graphs.metrics.stats import Estimate, mean_estimate, ratio_estimate
 
 C = TypeVar("C")
 
