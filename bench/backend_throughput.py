@@ -10,9 +10,9 @@ Model, cache folder and device default to the settings (SPARRING_MODEL, SPARRING
 SPARRING_DEVICE: ``auto`` is CUDA when there is a GPU). On CUDA the model runs in bfloat16
 and N defaults to larger batches.
 
-    python bench/backend_throughput.py                 # bundled model; CPU: N = 1 16 64, CUDA: 1 64 256
-    python bench/backend_throughput.py --sizes 1 8 --repeats 1
-    python bench/backend_throughput.py --device cuda --sizes 1 128 512
+    python -m bench.backend_throughput                 # bundled model; CPU: N = 1 16 64, CUDA: 1 64 256
+    python -m bench.backend_throughput --sizes 1 8 --repeats 1
+    python -m bench.backend_throughput --device cuda --sizes 1 128 512
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ import argparse
 import asyncio
 import os
 import random
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
 
 import torch
 

@@ -15,29 +15,26 @@ Prints seconds of each and build / SELECT (best of --repeats, alternated, after 
 SELECT so that both read from a warm cache). The snapshots the builds register are removed
 afterwards, leaving a cached store as it was.
 
-    python bench/dataset_build.py                      # 1,000,000 turns
-    python bench/dataset_build.py --turns 50000 --repeats 1
-    python bench/dataset_build.py --kinds dpo        # DPO only
+    python -m bench.dataset_build                      # 1,000,000 turns
+    python -m bench.dataset_build --turns 50000 --repeats 1
+    python -m bench.dataset_build --kinds dpo        # DPO only
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+from sqlalchemy import Engine, delete, select
 
-from sqlalchemy import Engine, delete, select  # noqa: E402
-
-from bench.common import add_postgres_argument, note, print_table  # noqa: E402
-from bench.synthetic_store import LoadedStore, bench_stores  # noqa: E402
-from storage.engine import open_store  # noqa: E402
-from storage.models import DatasetKind, DatasetSnapshot, Episode, Reward, Turn, TurnPayload  # noqa: E402
-from training.datasets import build_snapshot  # noqa: E402
+from bench.common import add_postgres_argument, note, print_table
+from bench.synthetic_store import LoadedStore, bench_stores
+from storage.engine import open_store
+from storage.models import DatasetKind, DatasetSnapshot, Episode, Reward, Turn, TurnPayload
+from training.datasets import build_snapshot
 
 GAME, ROLE = "math-reflection", "actor"
 KINDS = (DatasetKind.DPO, DatasetKind.PPO)

@@ -14,9 +14,9 @@ JSON, the recorder) far more than a real model's would. Random weights never end
 so every request generates its full budget on both sides. ``--model bundled`` (or any model
 path) measures a real model.
 
-    python bench/gateway_throughput.py
-    python bench/gateway_throughput.py --sizes 1 16 --rounds 1 --max-new-tokens 16
-    python bench/gateway_throughput.py --model bundled --device cuda
+    python -m bench.gateway_throughput
+    python -m bench.gateway_throughput --sizes 1 16 --rounds 1 --max-new-tokens 16
+    python -m bench.gateway_throughput --model bundled --device cuda
 """
 
 from __future__ import annotations
@@ -32,18 +32,17 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
 
-import httpx  # noqa: E402
-import openai  # noqa: E402
-import torch  # noqa: E402
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: E402
+import httpx
+import openai
+import torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from app.settings import load_settings  # noqa: E402
-from bench.common import note, print_table  # noqa: E402
-from graphs.policies.base import GenerationRequest, SamplingParams  # noqa: E402
-from graphs.policies.base_models import bundled_gguf_path  # noqa: E402
-from graphs.policies.inprocess import InProcessBackend  # noqa: E402
+from app.settings import load_settings
+from bench.common import note, print_table
+from graphs.policies.base import GenerationRequest, SamplingParams
+from graphs.policies.base_models import bundled_gguf_path
+from graphs.policies.inprocess import InProcessBackend
 
 STARTUP_S = 300
 

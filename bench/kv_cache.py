@@ -7,8 +7,8 @@ cache) and once with ``graphs.policies.kv_cache.GrowingCache`` (the in-process b
 new positions written into spare room). Prints the median milliseconds a step, the ratio,
 and whether both chose the same tokens. The dtype is the one the backend serves in.
 
-    python bench/kv_cache.py                       # B = 64 200, L = 100 300 (7 min on 2 CPU cores)
-    python bench/kv_cache.py --batches 200 --lengths 171 --steps 20
+    python -m bench.kv_cache                       # B = 64 200, L = 100 300 (7 min on 2 CPU cores)
+    python -m bench.kv_cache --batches 200 --lengths 171 --steps 20
 """
 
 from __future__ import annotations
@@ -16,20 +16,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-from transformers import DynamicCache  # noqa: E402
+import torch
+from transformers import DynamicCache
 
-from app.settings import load_settings  # noqa: E402
-from bench.common import note, print_table  # noqa: E402
-from graphs.policies.base_models import load_model  # noqa: E402
-from graphs.policies.kv_cache import GrowingCache  # noqa: E402
+from app.settings import load_settings
+from bench.common import note, print_table
+from graphs.policies.base_models import load_model
+from graphs.policies.kv_cache import GrowingCache
 
 
 @torch.inference_mode()

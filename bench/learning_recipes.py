@@ -14,8 +14,8 @@
    on the held-out problems; ``--eval-on heldout`` checks a choice there. The table reports
    pass@turn-1 with its 95% interval and each recipe's paired change against the base.
 
-    python bench/learning_recipes.py                       # about 40 minutes on 2 CPU cores
-    python bench/learning_recipes.py --recipes sft,dpo --budget 60 --train-tasks 16 --eval-tasks 32
+    python -m bench.learning_recipes                       # about 40 minutes on 2 CPU cores
+    python -m bench.learning_recipes --recipes sft,dpo --budget 60 --train-tasks 16 --eval-tasks 32
 """
 
 from __future__ import annotations
@@ -33,27 +33,26 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.settings import load_settings  # noqa: E402
-from app.wiring import PolicyFactory  # noqa: E402
-from evaluation.evaluator import EvaluationResult, Evaluator  # noqa: E402
-from graphs.metrics.stats import Estimate, paired  # noqa: E402
-from graphs.games import get_game  # noqa: E402
-from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
-from graphs.policies.base import SamplingParams  # noqa: E402
-from graphs.policies.policy import Policy  # noqa: E402
-from graphs.runner import play  # noqa: E402
-from graphs.tasks import load_tasks  # noqa: E402
-from graphs.tasks.arithmetic import LEVELS, problems  # noqa: E402
-from graphs.tasks.base import Task  # noqa: E402
-from storage.engine import open_store  # noqa: E402
-from storage.recorder import Recorder  # noqa: E402
-from storage.records import RunRecord  # noqa: E402
-from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot  # noqa: E402
-from training.jobs import run_training_job  # noqa: E402
-from training.registry import AdapterRecord  # noqa: E402
-from training.trainers.kinds import trainer_kind  # noqa: E402
+from app.settings import load_settings
+from app.wiring import PolicyFactory
+from evaluation.evaluator import EvaluationResult, Evaluator
+from graphs.games import get_game
+from graphs.math_reflection.options import ReflectionOptions
+from graphs.metrics.stats import Estimate, paired
+from graphs.policies.base import SamplingParams
+from graphs.policies.policy import Policy
+from graphs.runner import play
+from graphs.tasks import load_tasks
+from graphs.tasks.arithmetic import LEVELS, problems
+from graphs.tasks.base import Task
+from storage.engine import open_store
+from storage.recorder import Recorder
+from storage.records import RunRecord
+from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot
+from training.jobs import run_training_job
+from training.registry import AdapterRecord
+from training.trainers.kinds import trainer_kind
 
 RECIPES = ("sft", "dpo", "dpo-nll", "ppo", "grpo", "sft-dpo")
 GAME = get_game("math-reflection")

@@ -24,9 +24,9 @@ with ``SPARRING_DEVICE=cuda``; ``bench/random_model.py`` makes a model where the
 The play figure is the honest one for users: it includes the critic's longer prompts, the
 verifier, LangGraph and the recorder, which the actor-only raw baseline does not pay for.
 
-    python bench/play_throughput.py
-    python bench/play_throughput.py --sizes 1 16 --max-new-tokens 48 --repeats 1
-    python bench/play_throughput.py --sizes 64 --repeats 0      # concurrency 64 only, no logging figure
+    python -m bench.play_throughput
+    python -m bench.play_throughput --sizes 1 16 --max-new-tokens 48 --repeats 1
+    python -m bench.play_throughput --sizes 64 --repeats 0      # concurrency 64 only, no logging figure
 """
 
 from __future__ import annotations
@@ -35,30 +35,28 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 import torch
 from sqlalchemy import select
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from app.settings import load_settings  # noqa: E402
-from bench.backend_throughput import raw_generate  # noqa: E402
-from graphs.games import get_game  # noqa: E402
-from graphs.math_reflection.options import ReflectionOptions  # noqa: E402
-from graphs.math_reflection.prompts import actor_messages  # noqa: E402
-from graphs.policies.base import SamplingParams  # noqa: E402
-from graphs.policies.inprocess import InProcessBackend  # noqa: E402
-from graphs.policies.policy import Policy  # noqa: E402
-from graphs.runner import play  # noqa: E402
-from graphs.tasks import load_tasks  # noqa: E402
-from storage.engine import open_store  # noqa: E402
-from storage.models import Turn, TurnPayload  # noqa: E402
-from storage.recorder import NullRecorder, Recorder  # noqa: E402
+from app.settings import load_settings
+from bench.backend_throughput import raw_generate
+from graphs.games import get_game
+from graphs.math_reflection.options import ReflectionOptions
+from graphs.math_reflection.prompts import actor_messages
+from graphs.policies.base import SamplingParams
+from graphs.policies.inprocess import InProcessBackend
+from graphs.policies.policy import Policy
+from graphs.runner import play
+from graphs.tasks import load_tasks
+from storage.engine import open_store
+from storage.models import Turn, TurnPayload
+from storage.recorder import NullRecorder, Recorder
 
 SEQUENTIAL_PROMPTS = 4
 MATMUL_SIZE = 2048

@@ -13,29 +13,25 @@ and the seat of every turn, then filters and sorts in Python (a page is then a s
 page of the query is checked to be the same as the baseline's. Each figure is the median
 of --repeats runs after one warm-up run, so both read from a warm cache.
 
-    python bench/query_paging.py                       # 1,000,000 turns
-    python bench/query_paging.py --turns 50000 --repeats 3
+    python -m bench.query_paging                       # 1,000,000 turns
+    python -m bench.query_paging --turns 50000 --repeats 3
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+from sqlalchemy import Engine, select
 
-from sqlalchemy import Engine, select  # noqa: E402
-
-from bench.common import add_postgres_argument, note, print_table  # noqa: E402
-from bench.synthetic_store import LoadedStore, bench_stores  # noqa: E402
-from storage.engine import open_store  # noqa: E402
-from storage.models import Episode, EpisodePayload, Turn  # noqa: E402
-from storage.queries import EpisodeFilter, list_episodes  # noqa: E402
+from bench.common import add_postgres_argument, note, print_table
+from bench.synthetic_store import LoadedStore, bench_stores
+from storage.engine import open_store
+from storage.models import Episode, EpisodePayload, Turn
+from storage.queries import EpisodeFilter, list_episodes
 
 T = TypeVar("T")
 

@@ -6,8 +6,8 @@ cannot install it. Decoding cost does not depend on the weights' values, but ran
 write the end-of-sequence token, so every request runs to its token budget: figures taken this
 way compare backends on the same work, not against runs of the real model.
 
-    python bench/random_model.py /tmp/random-smollm2          # from the bundled model (CPU, seconds)
-    SPARRING_MODEL=/tmp/random-smollm2 SPARRING_DEVICE=cuda python bench/play_throughput.py
+    python -m bench.random_model /tmp/random-smollm2          # from the bundled model (CPU, seconds)
+    SPARRING_MODEL=/tmp/random-smollm2 SPARRING_DEVICE=cuda python -m bench.play_throughput
 """
 
 from __future__ import annotations
@@ -15,17 +15,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
-from app.settings import load_settings  # noqa: E402
-from graphs.policies.base_models import resolve_model  # noqa: E402
+from app.settings import load_settings
+from graphs.policies.base_models import resolve_model
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
                    "special_tokens_map.json")
@@ -46,7 +44,8 @@ def main() -> None:
         if (source / name).is_file():
             shutil.copy(source / name, args.target / name)
     params = sum(p.numel() for p in model.parameters())
-    print(f"{params / 1e6:.1f} M params at random weights (seed {args.seed}), architecture of {source} -> {args.target}")
+    print(f"{params / 1e6:.1f} M params at random weights (seed {args.seed}), architecture of {source} "
+          f"-> {args.target}")
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ to a fresh PostgreSQL database each (Ray refuses SQLite). Two rates are printed:
 cluster is a local head started here with 2 CPUs (workers ask for 2/N of them each), or the
 one at ``--ray``.
 
-    python bench/ray_throughput.py                          # 2000 episodes, 1 2 4 workers
-    python bench/ray_throughput.py --episodes 200 --workers 1 2
-    python bench/ray_throughput.py --ray 10.0.0.5:6379      # a cluster of yours (its store must be reachable)
+    python -m bench.ray_throughput                          # 2000 episodes, 1 2 4 workers
+    python -m bench.ray_throughput --episodes 200 --workers 1 2
+    python -m bench.ray_throughput --ray 10.0.0.5:6379      # a cluster of yours (its store must be reachable)
 """
 
 from __future__ import annotations
@@ -29,9 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import (  # noqa: E402
+from bench.common import (
     add_postgres_argument, fresh_postgres_database, note, postgres_server, print_table,
 )
 

@@ -4,11 +4,12 @@ A benchmark is any script of bench/ with a ``__main__`` block (the shared module
 so one added later runs too. The store benchmarks (store_ingest, query_paging,
 dataset_build) take ``--turns`` and ``--postgres-url``; ``--quick`` runs everything at small
 sizes (a smoke run: its figures are not the ones to report). A failing benchmark does not
-stop the others; the exit status says whether any failed.
+stop the others; the exit status says whether any failed. Each runs as ``python -m bench.NAME``
+in the repository root, whichever folder this is started from.
 
-    python bench/run_all.py                            # full sizes (the store ones: 1M turns)
-    python bench/run_all.py --quick
-    python bench/run_all.py --only query_paging dataset_build --turns 200000
+    python -m bench.run_all                            # full sizes (the store ones: 1M turns)
+    python -m bench.run_all --quick
+    python -m bench.run_all --only query_paging dataset_build --turns 200000
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from sqlalchemy import make_url
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 POSTGRES_ENV = "SPARRING_BENCH_POSTGRES_URL"
 ORDER = (
     "play_throughput",
@@ -58,12 +60,13 @@ QUICK_ARGS = {
 
 def benchmarks() -> list[str]:
     found = {p.stem for p in HERE.glob("*.py")
-             if p.name != Path(__file__).name and p.stem not in TOOLS and "__main__" in p.read_text()}
+             if p.name != Path(__file__).name and not p.stem.startswith("_") and p.stem not in TOOLS
+             and "__main__" in p.read_text()}
     return [name for name in ORDER if name in found] + sorted(found - set(ORDER))
 
 
 def command(name: str, args: argparse.Namespace) -> list[str]:
-    argv = [sys.executable, str(HERE / f"{name}.py")]
+    argv = [sys.executable, "-m", f"bench.{name}"]
     if args.quick:
         argv += QUICK_ARGS.get(name, [])
     if name in STORE_BENCHMARKS:
@@ -101,7 +104,7 @@ def main() -> int:
         argv = command(name, args)
         print(f"\n=== {name}  ({' '.join(_shown(argv[1:]))})", flush=True)
         started = time.perf_counter()
-        if subprocess.run(argv, check=False).returncode != 0:
+        if subprocess.run(argv, cwd=ROOT, check=False).returncode != 0:
             failed.append(name)
         print(f"=== {name}: {time.perf_counter() - started:.0f} s", flush=True)
     if failed:

@@ -10,30 +10,26 @@ page was read (storage.search_page: matches, probe, or probe, then matches). Eac
 the median of --repeats runs after one warm-up; the ratio is server time over direct time
 (1.0x: the server adds nothing).
 
-    python bench/serve_pages.py                        # 1,000,000 turns
-    python bench/serve_pages.py --turns 100000 --repeats 3
+    python -m bench.serve_pages                        # 1,000,000 turns
+    python -m bench.serve_pages --turns 100000 --repeats 3
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+from fastapi.testclient import TestClient
 
-from fastapi.testclient import TestClient  # noqa: E402
-
-from app.server.app import create_app  # noqa: E402
-from app.server.filters import COUNT_LIMIT  # noqa: E402
-from bench.common import add_postgres_argument, note, print_table  # noqa: E402
-from bench.synthetic_store import LoadedStore, bench_stores  # noqa: E402
-from storage.engine import open_store  # noqa: E402
-from storage.queries import EpisodeFilter, list_episodes  # noqa: E402
+from app.server.app import create_app
+from app.server.filters import COUNT_LIMIT
+from bench.common import add_postgres_argument, note, print_table
+from bench.synthetic_store import LoadedStore, bench_stores
+from storage.engine import open_store
+from storage.queries import EpisodeFilter, list_episodes
 
 LIMIT = 50
 CASES: list[tuple[str, str, dict[str, Any]]] = [

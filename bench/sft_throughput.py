@@ -12,39 +12,38 @@ backward through the frozen weights 2; an upper bound, since the output head run
 completion tokens only and the adapters' own FLOPs, under 1%, are left out). Training runs on
 the CPU, in float32, as on a laptop.
 
-    python bench/sft_throughput.py                       # default vs lora dropout 0.05, 24 steps each
-    python bench/sft_throughput.py --steps 8 --settings default dropout checkpointing
+    python -m bench.sft_throughput                       # default vs lora dropout 0.05, 24 steps each
+    python -m bench.sft_throughput --steps 8 --settings default dropout checkpointing
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import warnings
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
+from app.quiet import QUIET_ENVIRONMENT
+
+# set before torch, transformers and TRL are imported, which read them: their progress bars stay out of the table
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
-from app.quiet import QUIET_ENVIRONMENT  # noqa: E402
+os.environ.update({name: value for name, value in QUIET_ENVIRONMENT.items() if name not in os.environ})
 
-for _name, _value in QUIET_ENVIRONMENT.items():  # the libraries' progress bars stay out of the table
-    os.environ.setdefault(_name, _value)
+import torch
+
+from app.settings import load_settings
+from bench.common import note, print_table
+from bench.play_throughput import matmul_peak_flops
+from graphs.math_reflection.prompts import actor_messages, refine_messages
+from graphs.policies.base_models import load_model
+from graphs.tasks.arithmetic import problems
+from training.trainers.kinds import train_sft
+from training.trainers.sft_config import SFTTrainingConfig
+
 warnings.filterwarnings("ignore", category=FutureWarning)  # TRL's use of transformers' renamed APIs
-
-import torch  # noqa: E402
-
-from app.settings import load_settings  # noqa: E402
-from bench.common import note, print_table  # noqa: E402
-from bench.play_throughput import matmul_peak_flops  # noqa: E402
-from graphs.math_reflection.prompts import actor_messages, refine_messages  # noqa: E402
-from graphs.policies.base_models import load_model  # noqa: E402
-from graphs.tasks.arithmetic import problems  # noqa: E402
-from training.trainers.kinds import train_sft  # noqa: E402
-from training.trainers.sft_config import SFTTrainingConfig  # noqa: E402
 
 SETTINGS = {
     "default": lambda c: c,

@@ -14,9 +14,9 @@ Policies: ``bundled`` (both seats on the configured model, SmolLM2-135M by defau
 that took minutes before) and ``scripted`` (bots, no model: the floor set by the cleanup).
 This is a measurement, not a test: the figures depend on the machine and its load.
 
-    python bench/stop_latency.py
-    python bench/stop_latency.py --policies scripted --signals INT
-    python bench/stop_latency.py --concurrency 64 --after 5
+    python -m bench.stop_latency
+    python -m bench.stop_latency --policies scripted --signals INT
+    python -m bench.stop_latency --concurrency 64 --after 5
 """
 
 from __future__ import annotations
@@ -33,13 +33,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+from sqlalchemy import func, select
 
-from sqlalchemy import func, select  # noqa: E402
-
-from bench.common import note, print_table  # noqa: E402
-from storage.engine import open_store  # noqa: E402
-from storage.models import Episode, Run  # noqa: E402
+from bench.common import note, print_table
+from storage.engine import open_store
+from storage.models import Episode, Run
 
 SIGNALS = {"INT": (signal.SIGINT, 130), "TERM": (signal.SIGTERM, 143)}
 SEATS = {

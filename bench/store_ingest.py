@@ -14,34 +14,31 @@ a SQLite file and then a fresh PostgreSQL database each time, in two ways:
 Both write the same tables with the same indexes over the same engine settings. Prints
 turns/s of each and recorder / raw (best of --repeats each, alternated).
 
-    python bench/store_ingest.py
-    python bench/store_ingest.py --turns 20000 --repeats 1
+    python -m bench.store_ingest
+    python -m bench.store_ingest --turns 20000 --repeats 1
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
-
-from bench.common import (  # noqa: E402
+from bench.common import (
     add_postgres_argument,
     fresh_postgres_database,
     note,
     postgres_server,
     print_table,
 )
-from bench.synthetic_records import SyntheticRun, synthetic_runs  # noqa: E402
-from bench.synthetic_store import executemany_rows, postgres_timestamp, raw_rows, sqlite_timestamp  # noqa: E402
-from storage.engine import open_store  # noqa: E402
-from storage.recorder import Recorder  # noqa: E402
-from storage.records import EpisodeEnd, EpisodeStart, JudgmentRecord, RewardRecord, TurnRecord  # noqa: E402
+from bench.synthetic_records import SyntheticRun, synthetic_runs
+from bench.synthetic_store import executemany_rows, postgres_timestamp, raw_rows, sqlite_timestamp
+from storage.engine import open_store
+from storage.recorder import Recorder
+from storage.records import EpisodeEnd, EpisodeStart, JudgmentRecord, RewardRecord, TurnRecord
 
 EmptyStore = Callable[[], AbstractContextManager[str]]
 """Makes an empty store for one measurement and yields its URL."""

@@ -6,8 +6,8 @@ OpenAI-compatible backend against a vLLM server started here from the venv of
 scripts/setup-vllm (or the server at --url). Only completion tokens before EOS count. Prints
 tokens/s of each and the ratio vLLM / in-process, measured in this one run.
 
-    python bench/vllm_vs_inprocess.py                       # bundled model, CPU, concurrency 16
-    python bench/vllm_vs_inprocess.py --url http://127.0.0.1:8000/v1 --served-model-name bundled
+    python -m bench.vllm_vs_inprocess                       # bundled model, CPU, concurrency 16
+    python -m bench.vllm_vs_inprocess --url http://127.0.0.1:8000/v1 --served-model-name bundled
 
 On CPU, vLLM keeps one core for its server process and runs the model on the others (one on
 a 2-core machine); the in-process backend uses every core torch sees, or --threads.
@@ -27,13 +27,12 @@ import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
 
 import torch
-from backend_throughput import prompts
 
 from app.commands.vllm_cmd import vllm_command
 from app.settings import load_settings
+from bench.backend_throughput import prompts
 from graphs.policies.base import Backend, GenerationRequest, Message, SamplingParams
 from graphs.policies.base_models import resolve_model
 from graphs.policies.inprocess import InProcessBackend
