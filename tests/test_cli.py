@@ -306,11 +306,11 @@ def test_a_task_file_shorter_than_n_says_so_and_plays_what_it_has(db, tmp_path):
     result = invoke("play", "math-reflection", "-n", "10", "--turns", "1", "--format", "json", "--tasks",
                     str(tasks), *SCRIPTED)
     assert result.exit_code == 0, result.output
-    assert "has only 3 task(s): playing 3 episode(s), not the 10 asked for (-n)" in words(result)
+    assert "has only 3 task(s): playing 3 episode(s), not the 10 asked for" in words(result)
     assert json.loads(result.stdout.strip().splitlines()[-1])[0]["episodes"] == 3
     sampled = invoke("play", "math-reflection", "-n", "10", "--samples", "2", "--turns", "1", "--tasks", str(tasks),
                      *SCRIPTED)
-    assert "has only 3 task(s): playing 6 episode(s) (2 per task), not the 10 asked for (-n)" in words(sampled)
+    assert "has only 3 task(s): playing 6 episode(s) (2 per task), not the 10 asked for" in words(sampled)
     enough = invoke("play", "math-reflection", "-n", "3", "--turns", "1", "--tasks", str(tasks), *SCRIPTED)
     assert enough.exit_code == 0 and "has only" not in enough.output
 

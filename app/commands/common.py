@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from app.api import store as api_store
+from app.api.errors import InputError
 from app.output import Format
-from app.settings import Settings, SettingsError, load_settings
+from app.settings import Settings
 from app.terminal import printable
 from storage.redact import redact
 
@@ -79,17 +80,15 @@ def one_line(exc: BaseException, limit: int = 600) -> str:
 
 def settings_or_exit(**overrides: object) -> Settings:
     try:
-        return load_settings(**overrides)
-    except SettingsError as exc:
+        return api_store.settings(**overrides)
+    except InputError as exc:
         fail(str(exc))
 
 
 def store_or_exit(settings: Settings):
-    from storage.engine import DatabaseError, open_store
-
     try:
-        return open_store(settings.database_url)
-    except DatabaseError as exc:
+        return api_store.open_store(settings.database_url)
+    except InputError as exc:
         fail(str(exc))
 
 
@@ -98,43 +97,19 @@ def engine_or_exit(db: str | None):
     return store_or_exit(settings_or_exit(database_url=db))
 
 
-def read_only_store(engine) -> str | None:
-    """Why sparring cannot write to the SQLite file of ``engine`` (one line: the file, that it
-    is read-only, how to fix it); None when it can, or for other databases. SQLite writes the
-    file and, beside it, its ``-wal`` and ``-shm`` files (WAL mode), so both need write access."""
-    if engine.dialect.name != "sqlite" or not engine.url.database or engine.url.database.startswith("file:"):
-        return None
-    path = Path(engine.url.database).resolve()
-    how = "log elsewhere with --db sqlite:///other.db"
-    if path.exists() and not os.access(path, os.W_OK):
-        return f"the SQLite store {path} is read-only: make it writable (chmod u+w {path}) or {how}"
-    beside = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
-    for file in beside:
-        if file.exists() and not os.access(file, os.W_OK):
-            return f"the SQLite store's {file} is read-only: make it writable (chmod u+w {file}) or {how}"
-    if not all(file.exists() for file in beside) and not os.access(path.parent, os.W_OK):
-        return (f"the folder of the SQLite store {path} is read-only (SQLite writes its -wal and -shm files "
-                f"there): make it writable (chmod u+w {path.parent}) or {how}")
-    return None
-
-
 def require_writable(engine) -> None:
     """Exit with one clear line when the command, which logs or registers work, cannot write the store."""
-    problem = read_only_store(engine)
-    if problem is not None:
-        fail(problem)
+    try:
+        api_store.require_writable(engine)
+    except InputError as exc:
+        fail(str(exc))
 
 
 def clean_up_stale_work(engine) -> None:
-    """Mark failed what processes of this host that are gone (killed, crashed) left running:
-    episodes and their runs, training jobs (whose temporary folders are removed). Every command
-    that starts work calls it first, so leftovers do not wait for some later `play`; a store it
-    cannot write is one clear error here."""
-    from storage.orphans import mark_orphans
-    from training.jobs import fail_stale_jobs
-
-    require_writable(engine)
-    episodes, jobs = mark_orphans(engine), fail_stale_jobs(engine)
-    if episodes or jobs:
-        err.print(f"marked as failed what stopped processes left running: {episodes} episode(s), "
-                  f"{jobs} training job(s)")
+    """``api.clean_up_stale_work``, saying what it marked; exits when the store cannot be written."""
+    try:
+        stale = api_store.clean_up_stale_work(engine)
+    except InputError as exc:
+        fail(str(exc))
+    if stale.line() is not None:
+        err.print(stale.line())

@@ -5,35 +5,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from app.commands.common import (
-    ConcurrencyOption,
-    DbOption,
-    FormatOption,
-    RayOption,
-    clean_up_stale_work,
-    err,
-    fail,
-    out,
-    ray_cluster_or_exit,
-    settings_or_exit,
-    store_or_exit,
-)
+from app import api
+from app.api.evaluate import OPTION_DEFAULTS
+from app.commands.common import ConcurrencyOption, DbOption, FormatOption, RayOption, err, fail, out
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
+from app.commands.retrain import PhaseBars
+from app.interrupts import exit_when_stopped
 from app.output import Format, emit
-from app.wiring import SEAT_SPEC_HELP, SeatSpecError, other_base_model, parse_seat_specs
+from app.wiring import SEAT_SPEC_HELP
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
-    from app.ray_workers import Cluster
-    from app.settings import Settings
     from evaluation.evaluator import EvaluationResult
     from graphs.metrics.stats import Estimate, PairedComparison
     from graphs.tasks.base import Task
 
 
-@with_game_options(turns=2)
+@with_game_options(**OPTION_DEFAULTS)
 def evaluate(
     game: Annotated[str, typer.Option(help="Game to play; `sparring games` lists them.")] = "math-reflection",
     seat: Annotated[list[str] | None, typer.Option("--seat", "-s", help=SEAT_SPEC_HELP)] = None,
@@ -94,133 +83,71 @@ def evaluate(
     * `sparring eval --seat actor=scripted:calculator --seat critic=scripted:always-incorrect --turns 1`
     * `sparring eval --seat actor=model:actor@v2 -n 2000 --ray 10.0.0.5:6379`  (as many workers as the cluster holds)
     """
-    from evaluation.task_sets import evaluation_sets, only_families
-    from graphs.games import UnknownGameError, get_game
-    from graphs.tasks.base import TaskSourceError
-
-    settings = settings_or_exit(database_url=db, seed=seed)
-    try:
-        spec = get_game(game)
-        options = game_options.make(spec)
-        first = parse_seat_specs(spec, seat or [], options=options)
-        second = _against(spec, against, first, options) if against else None
-        tasks = tasks or spec.tasks.default
-        task_sets = evaluation_sets(spec, tasks, n, settings.seed, guard or (),
-                                    splits=None if split is None else (split,))
-        if family:
-            task_sets = only_families(task_sets, family)
-    except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
-        fail(str(exc))
-    engine = store_or_exit(settings)
-    clean_up_stale_work(engine)
-    policy_sets = [first] if second is None else [first, second]
-    _check_adapters(engine, settings, policy_sets)  # before anything is played or logged
-    cluster = ray_cluster_or_exit(settings, ray)
-    if cluster is None:
-        results = _play(engine, settings, spec, task_sets, options, policy_sets, max_new_tokens, concurrency)
-    else:
-        with cluster:
-            results = _play(engine, settings, spec, task_sets, options, policy_sets, max_new_tokens, concurrency,
-                            cluster)
+    with exit_when_stopped("interrupted: the unfinished evaluation run is marked interrupted and will not be reused"), \
+            _Bars() as bars:
+        try:
+            report = api.evaluate(
+                game, seats=seat or [], against=against, tasks=tasks, split=split, n=n, guards=guard or (),
+                families=family or (), options=game_options.given, max_new_tokens=max_new_tokens,
+                concurrency=concurrency, seed=seed, ray=ray, database_url=db, progress=bars,
+            )
+        except api.InputError as exc:
+            fail(str(exc))
     records: list[dict[str, Any]] = []
-    for name, task_list in task_sets.items():
-        title = f"{spec.name}: {len(task_list)} {_set_title(name)} tasks, greedy, seed {settings.seed}"
-        found = results[name]
-        if len(found) == 1:
-            records += _print_one(found[0], first, fmt, title, name, task_list)
+    for found in report.sets:
+        for result in (found.result, found.against):
+            if result is not None and result.failed:
+                err.print(f"[yellow]{result.failed} of {result.episodes} episode(s) failed[/] in run "
+                          f"{result.run_id[:12]}; the figures count the others (see `sparring episodes list --run "
+                          f"{result.run_id} --status failed`); this run will not be reused")
+        title = f"{report.game}: {len(found.tasks)} {_set_title(found.name)} tasks, greedy, seed {report.seed}"
+        if found.against is None:
+            records += _print_one(found.result, report.seats, fmt, title, found.name, found.tasks)
         else:
-            records += _print_paired(found[0], found[1], first, second, fmt, title, name, task_list)
+            records += _print_paired(found.result, found.against, report.seats, report.against, fmt, title,
+                                     found.name, found.tasks)
     if fmt != Format.table:
         emit(records, fmt)
 
 
-def _against(game, specs: list[str], first: dict[str, str], options) -> dict[str, str]:
-    """The second policy set: the first one with the --against seats replaced."""
-    try:
-        return parse_seat_specs(game, specs, defaults=first, options=options)
-    except SeatSpecError as exc:  # its messages name the option --seat
-        raise SeatSpecError(str(exc).replace("--seat ", "--against ", 1)) from exc
+class _Bars:
+    """The command's progress (``api.EvaluationProgress``): "loading models…", then a bar per
+    evaluation run."""
 
+    def __init__(self) -> None:
+        self.loading_status = err.status("loading models…")
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=err, transient=True)
+        self.bars = PhaseBars(self.progress)
+        self.started = False
 
-def _check_adapters(engine: Engine, settings: Settings, sets: list[dict[str, str]]) -> None:
-    """Every named adapter version exists and its folder is intact, for the configured model."""
-    from graphs.policies.adapter_folder import AdapterFolderError
-    from training.adapter_files import verify_folder
-    from training.registry import RegistryError, active_version, get_version
+    def __enter__(self) -> _Bars:
+        return self
 
-    for specs in sets:
-        for seat, spec in specs.items():
-            choice = spec.removeprefix("model").removeprefix(":")
-            if (spec != "model" and not spec.startswith("model:")) or choice == "base" or other_base_model(spec):
-                continue
-            try:
-                record = get_version(engine, choice) if choice else active_version(engine, seat)
-                if record is not None:
-                    verify_folder(record.path, base_model=settings.model, status=record.status)
-            except RegistryError as exc:
-                fail(f"--seat {seat}={spec}: {exc}. See `sparring adapters list`, or use {seat}=model:base")
-            except AdapterFolderError as exc:
-                fail(f"--seat {seat}={spec}: the store cannot serve it: {exc}")
+    def __exit__(self, *_: object) -> None:
+        self.loading_status.stop()
+        if self.started:  # a display never started is not drawn (a refused command prints its error only)
+            self.progress.stop()
 
+    def loading(self) -> None:
+        self.loading_status.start()
 
-def _play(engine: Engine, settings: Settings, game, task_sets: dict[str, list[Task]], options,
-          sets: list[dict[str, str]], max_new_tokens: int, concurrency: int,
-          cluster: Cluster | None = None) -> dict[str, list[EvaluationResult]]:
-    """Each task set's evaluations, one per policy set, in order; played on ``cluster`` when given."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    def loaded(self) -> None:
+        self.loading_status.stop()
+        self.progress.start()
+        self.started = True
 
-    from app.commands.retrain import PhaseBars
-    from app.interrupts import exit_when_stopped, run_interruptible
-    from app.wiring import PolicyFactory
-    from evaluation.task_sets import evaluators
-    from graphs.policies.base import SamplingParams
+    def say(self, message: str) -> None:
+        self.progress.console.print(f"[dim]{message}[/]")
 
-    sampling = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
-    factory = PolicyFactory(settings, sampling, engine, deciding=True)
-    player = None
-    if cluster is not None:
-        from app.playing import PlayJob
-        from app.ray_workers import evaluation_player
-
-        player = evaluation_player(cluster, engine, PlayJob(settings, game.name, {}, options, sampling, concurrency,
-                                                            None, {"ray": cluster.address}, deciding=True))
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=err, transient=True)
-
-    async def main() -> dict[str, list[EvaluationResult]]:
-        try:
-            with err.status("loading models…"):
-                try:
-                    policy_sets = [await factory.policies(specs) for specs in sets]
-                except Exception as exc:  # nothing is logged yet: say what cannot be served
-                    fail(f"could not set up the policies: {exc}")
-            made = evaluators(engine, game, task_sets, settings.seed, options, concurrency,
-                              say=lambda message: progress.console.print(f"[dim]{message}[/]"),
-                              progress=PhaseBars(progress), player=player)
-            with progress:
-                return {e.name: [await e(policies, label=f"{_label(specs)} ({e.name})", seats=specs)
-                                 for policies, specs in zip(policy_sets, sets, strict=True)] for e in made}
-        finally:
-            await factory.aclose()
-
-    with exit_when_stopped("interrupted: the unfinished evaluation run is marked interrupted and will not be reused"):
-        results = run_interruptible(main())
-    for result in (r for found in results.values() for r in found):
-        if result.failed:
-            err.print(f"[yellow]{result.failed} of {result.episodes} episode(s) failed[/] in run {result.run_id[:12]}; "
-                      f"the figures count the others (see `sparring episodes list --run {result.run_id} "
-                      "--status failed`); this run will not be reused")
-    return results
+    def phase(self, name: str, done: int, total: int | None) -> None:
+        self.bars(name, done, total)
 
 
 def _set_title(name: str) -> str:
     from graphs.tasks import SPLIT_TITLES
 
     return SPLIT_TITLES.get(name, name)
-
-
-def _label(specs: dict[str, str]) -> str:
-    return "eval " + " ".join(f"{seat}={spec}" for seat, spec in specs.items())
 
 
 def _percent(value: float | None, signed: bool = False) -> str:

@@ -1,0 +1,35 @@
+"""sparring from Python: what the CLI does, as functions that return result objects.
+
+The CLI parses its options, calls these and formats what they return; a notebook or a script
+calls them directly::
+
+    from app import api
+
+    engine = api.open_store("sqlite:///sparring.db")
+    result = api.play("math-reflection", episodes=8, seats={"critic": "scripted:always-correct"})
+    print(result.run_id, result.succeeded, result.summary["metrics"])
+
+Bad input raises ``api.InputError`` (a ValueError) whose message says what to change; work that
+could not run raises ``api.RunError``. Neither prints anything.
+"""
+
+from app.api.errors import InputError, RunError, SparringError
+from app.api.evaluate import EvaluatedSet, EvaluationProgress, EvaluationReport, evaluate
+from app.api.play import PlayProgress, PlayResult, play
+from app.api.store import StaleWork, clean_up_stale_work, open_store
+
+__all__ = [
+    "EvaluatedSet",
+    "EvaluationProgress",
+    "EvaluationReport",
+    "InputError",
+    "PlayProgress",
+    "PlayResult",
+    "RunError",
+    "SparringError",
+    "StaleWork",
+    "clean_up_stale_work",
+    "evaluate",
+    "open_store",
+    "play",
+]
