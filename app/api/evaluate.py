@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from app.api.cluster import ray_cluster
 from app.api.errors import InputError
 from app.api.store import clean_up_stale_work, open_store, settings
 
@@ -130,7 +131,7 @@ def evaluate(
         progress.say(stale)
     policy_sets = [first] if second is None else [first, second]
     _check_adapters(engine, chosen, policy_sets)  # before anything is played or logged
-    cluster = _cluster(chosen, ray)
+    cluster = ray_cluster(chosen, ray)
     if cluster is None:
         results = _play(engine, chosen, spec, task_sets, game_options, policy_sets, max_new_tokens, concurrency,
                         progress)
@@ -155,18 +156,6 @@ def _against(game: GameSpec, specs: list[str], first: dict[str, str], options) -
         return parse_seat_specs(game, specs, defaults=first, options=options)
     except SeatSpecError as exc:  # its messages name the option --seat
         raise SeatSpecError(str(exc).replace("--seat ", "--against ", 1)) from exc
-
-
-def _cluster(chosen: Settings, address: str | None) -> Cluster | None:
-    address = address or chosen.ray_address
-    if address is None:
-        return None
-    from app.ray_workers import RaySetupError, connect
-
-    try:
-        return connect(chosen, address)
-    except RaySetupError as exc:
-        raise InputError(str(exc)) from exc
 
 
 def _check_adapters(engine: Engine, chosen: Settings, sets: list[dict[str, str]]) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from app.api.cluster import ray_cluster
 from app.api.errors import InputError, RunError
 from app.api.store import clean_up_stale_work, open_store, settings
 
@@ -154,7 +155,7 @@ def play(
         raise InputError(str(exc)) from exc
     if (stale := clean_up_stale_work(engine).line()) is not None:
         progress.warn(stale)
-    cluster = _cluster(chosen, ray)
+    cluster = ray_cluster(chosen, ray)
     job = PlayJob(
         settings=chosen, game=spec.name, seats=seat_specs, options=game_options, sampling=sampling,
         concurrency=concurrency, timeout_s=timeout_s,
@@ -176,19 +177,6 @@ def play(
         workers_lost=summary.get("workers_lost", []), workers_died=summary.get("workers_died", []),
         worker_errors=summary.get("worker_errors", []), unplayed=summary.get("unplayed", 0),
     )
-
-
-def _cluster(chosen, address: str | None) -> Cluster | None:
-    """The Ray cluster at ``address`` (or SPARRING_RAY_ADDRESS), checked; None when neither is given."""
-    address = address or chosen.ray_address
-    if address is None:
-        return None
-    from app.ray_workers import RaySetupError, connect
-
-    try:
-        return connect(chosen, address)
-    except RaySetupError as exc:
-        raise InputError(str(exc)) from exc
 
 
 def _play_here(job: PlayJob, task_list: Sequence[Task], engine: Engine, progress: PlayProgress) -> dict[str, Any]:

@@ -31,19 +31,6 @@ RayOption = Annotated[str | None, typer.Option(
 """--ray of the commands that play episodes (play, eval): ``app.ray_workers``."""
 
 
-def ray_cluster_or_exit(settings: Settings, address: str | None):
-    """The Ray cluster of --ray (or SPARRING_RAY_ADDRESS), checked; None when neither is given."""
-    address = address or settings.ray_address
-    if address is None:
-        return None
-    from app.ray_workers import RaySetupError, connect
-
-    try:
-        return connect(settings, address)
-    except RaySetupError as exc:
-        fail(str(exc))
-
-
 ConcurrencyOption = Annotated[int, typer.Option(
     "--concurrency", "-c", min=1, help="Episodes played at once (all of them wait on the model together: "
     "SPARRING_MAX_BATCH_SIZE of their requests are decoded in one batch).")]
