@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,11 @@ SEAT_SPEC_DETAILS = (
 
 class SeatSpecError(ValueError):
     pass
+
+
+def seat_args(seats: Mapping[str, str] | Sequence[str] | None) -> list[str]:
+    """Seats given as a mapping (seat -> spec) or as ``SEAT=SPEC`` strings, as ``--seat`` gives them."""
+    return [f"{seat}={spec}" for seat, spec in seats.items()] if isinstance(seats, Mapping) else list(seats or [])
 
 
 def parse_seat_specs(game: GameSpec, specs: list[str], defaults: Mapping[str, str] | None = None,

@@ -73,7 +73,7 @@ def open_store(url: str, *, migrate: bool = True, pool: dict[str, int] | None = 
     connection pool sizes (default ``POSTGRES_POOL``; SQLite ignores them). A SQLite file this
     process cannot write (nor the folder where SQLite keeps its -wal and -shm files) is opened
     read-only, so reading never needs write access; writing to it then fails, and commands that
-    write say so first (``app.commands.common.require_writable``). Nothing is created for a URL
+    write say so first (``app.api.store.require_writable``). Nothing is created for a URL
     that is wrong: a SQLite file's folder must exist.
     """
     parsed = _parse_url(url)

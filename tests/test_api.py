@@ -134,6 +134,8 @@ def test_evaluate_compares_two_policy_sets_paired_and_reuses_its_runs(url: str) 
         assert found.result.episodes == found.against.episodes == 12 and not found.result.reused
         assert set(found.result.per_task["pass@turn-1"]) == {t.id for t in found.tasks}
         assert found.result.metrics["pass@turn-1"].n == 12
+        assert found.result.label == f"eval actor=scripted:calculator critic=scripted:always-correct judge=verifier " \
+                                     f"({found.name})"
         assert found.against.metrics["pass@turn-1"].value == 0.0  # echo repeats the question: never an answer
     assert progress.events[:2] == ["loading", "loaded"] and "phase" in progress.events
     again = api.evaluate("math-reflection", progress=(repeat := EvalProgress()), **calls)

@@ -7,7 +7,7 @@ calls them directly::
 
     engine = api.open_store("sqlite:///sparring.db")
     result = api.play("math-reflection", episodes=8, seats={"critic": "scripted:always-correct"})
-    print(result.run_id, result.succeeded, result.summary["metrics"])
+    print(result.run_id, result.succeeded, result.summary["pass@turn-1"])
 
 Bad input raises ``api.InputError`` (a ValueError) whose message says what to change; work that
 could not run raises ``api.RunError``. Neither prints anything.

@@ -105,7 +105,7 @@ def evaluate(
     no answer depends on what shares its batch. ``options`` default to ``OPTION_DEFAULTS``
     where the game has the field. Bad input: InputError before anything is played.
     """
-    from app.wiring import SeatSpecError, parse_seat_specs
+    from app.wiring import SeatSpecError, parse_seat_specs, seat_args
     from evaluation.task_sets import evaluation_sets, only_families
     from graphs.games import UnknownGameError, get_game
     from graphs.options import option_fields
@@ -118,8 +118,8 @@ def evaluate(
         fields = option_fields(spec.options)
         game_options = spec.make_options({**{k: v for k, v in OPTION_DEFAULTS.items() if k in fields},
                                           **(options or {})})
-        first = parse_seat_specs(spec, _given(seats), options=game_options)
-        second = _against(spec, _given(against), first, game_options) if against else None
+        first = parse_seat_specs(spec, seat_args(seats), options=game_options)
+        second = _against(spec, seat_args(against), first, game_options) if against else None
         tasks = tasks or spec.tasks.default
         task_sets = evaluation_sets(spec, tasks, n, chosen.seed, guards, splits=None if split is None else (split,))
         if families:
@@ -142,10 +142,6 @@ def evaluate(
     sets = [EvaluatedSet(name, task_list, results[name][0], results[name][1] if second is not None else None)
             for name, task_list in task_sets.items()]
     return EvaluationReport(spec.name, chosen.seed, first, second, sets)
-
-
-def _given(seats: Mapping[str, str] | Sequence[str] | None) -> list[str]:
-    return [f"{k}={v}" for k, v in seats.items()] if isinstance(seats, Mapping) else list(seats or [])
 
 
 def _against(game: GameSpec, specs: list[str], first: dict[str, str], options) -> dict[str, str]:
@@ -182,7 +178,7 @@ def _check_adapters(engine: Engine, chosen: Settings, sets: list[dict[str, str]]
 
 
 def _label(specs: dict[str, str]) -> str:
-    return " ".join(f"{seat}={spec}" for seat, spec in specs.items())
+    return "eval " + " ".join(f"{seat}={spec}" for seat, spec in specs.items())
 
 
 def _play(engine: Engine, chosen: Settings, game: GameSpec, task_sets: dict[str, list[Task]], options,

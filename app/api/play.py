@@ -110,15 +110,15 @@ def play(
 
     ``seats`` maps a seat to its policy spec (``model``, ``model:actor@v2``,
     ``scripted:always-correct``, ``openai:MODEL``, a pool), or lists ``SEAT=SPEC`` as ``--seat``
-    gives them; seats left out get SPARRING_SEATS, else the game's defaults. ``tasks`` is a task spec (default: the game's own), ``options``
-    the game's options by field name (``{"turns": 3}``). Episode ``i`` plays task ``i`` with
-    seed ``seed + i`` whether one process plays them, ``workers`` processes or the Ray cluster
-    at ``ray`` (into a PostgreSQL store). Ctrl-C: KeyboardInterrupt once the running episodes
-    are marked failed; finished ones are kept.
+    gives them; seats left out get SPARRING_SEATS, else the game's defaults. ``tasks`` is a task
+    spec (default: the game's own), ``options`` the game's options by field name (``{"turns": 3}``).
+    Episode ``i`` plays task ``i`` with seed ``seed + i`` whether one process plays them,
+    ``workers`` processes or the Ray cluster at ``ray`` (into a PostgreSQL store). Ctrl-C:
+    KeyboardInterrupt once the running episodes are marked failed; finished ones are kept.
     """
     from app.playing import PlayJob
     from app.seat_draws import check_draws
-    from app.wiring import SeatSpecError, check_versions, parse_seat_specs
+    from app.wiring import SeatSpecError, check_versions, parse_seat_specs, seat_args
     from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
     from graphs.tasks.base import TaskSourceError
@@ -130,8 +130,7 @@ def play(
     try:
         spec = get_game(game)
         game_options = spec.make_options(dict(options or {}))
-        given = [f"{k}={v}" for k, v in seats.items()] if isinstance(seats, Mapping) else list(seats or [])
-        seat_specs = parse_seat_specs(spec, given, options=game_options)
+        seat_specs = parse_seat_specs(spec, seat_args(seats), options=game_options)
         sampling = SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
         tasks = tasks or spec.tasks.default
         split = split or spec.tasks.default_split(tasks)
@@ -172,8 +171,8 @@ def play(
         summary = _play_in_workers(job, task_list, workers, engine, progress)
     failure, seat = _first_failure(engine, summary["run_id"])
     return PlayResult(
-        run_id=summary["run_id"], game=spec.name, seats=seat_specs, episodes=summary["episodes"], succeeded=summary["succeeded"],
-        summary=summary, first_failure=failure, failed_seat=seat,
+        run_id=summary["run_id"], game=spec.name, seats=seat_specs, episodes=summary["episodes"],
+        succeeded=summary["succeeded"], summary=summary, first_failure=failure, failed_seat=seat,
         workers_lost=summary.get("workers_lost", []), workers_died=summary.get("workers_died", []),
         worker_errors=summary.get("worker_errors", []), unplayed=summary.get("unplayed", 0),
     )

@@ -28,7 +28,7 @@ def open_store(database_url: str | None = None) -> Engine:
     from storage.engine import open_store as open_engine
 
     try:
-        return open_engine(settings(database_url=database_url).database_url)
+        return open_engine(database_url or settings().database_url)
     except DatabaseError as exc:
         raise InputError(str(exc)) from exc
 
