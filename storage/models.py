@@ -145,6 +145,7 @@ class Episode(Base):
         Index(None, "task_id"),
         Index(None, "reward"),
         Index(None, "started_at"),
+        Index(None, "game", "commit_seq"),
     )
 
     id: Mapped[str] = mapped_column(ID, primary_key=True)
@@ -161,6 +162,18 @@ class Episode(Base):
     error_stage: Mapped[str | None]
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None]
+    commit_seq: Mapped[int | None] = mapped_column(BigInteger)
+    """the number of the transaction that ended the episode (``storage.commits``): numbers follow
+    commit order, so a dataset build can tell what committed after it read"""
+
+
+class CommitSequence(Base):
+    """One row: the number of the last transaction that ended an episode (``storage.commits``)."""
+
+    __tablename__ = "commit_sequence"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    value: Mapped[int] = mapped_column(BigInteger)
 
 
 class EpisodePayload(Base):
@@ -278,8 +291,11 @@ class DatasetSnapshot(Base):
     filter_spec: Mapped[dict[str, Any]]
     """the query that selected the rows (an EpisodeFilter as a dict, plus builder options)"""
     watermark: Mapped[datetime | None]
-    """high-water mark of the rows read (e.g. the latest turn created_at); the next build of
-    the same role and kind reads only what is newer"""
+    """high-water mark of the rows read (e.g. the latest turn created_at), for people: builds
+    continue from ``horizon`` when the snapshot has one"""
+    horizon: Mapped[int | None] = mapped_column(BigInteger)
+    """the build read the episodes whose ``commit_seq`` is below this; the next build of the same
+    role and kind reads from here on (None: built before commit numbers, or on turns)"""
     row_count: Mapped[int]
     path: Mapped[str]
     content_hash: Mapped[str | None] = mapped_column(String(128))

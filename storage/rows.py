@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, insert, update
 
+from storage.commits import stamp_ended
 from storage.models import Base
 from storage.records import (
     EpisodeEnd,
@@ -56,6 +57,8 @@ class Rows:
 
     inserts: dict[Table, list[dict[str, Any]]] = field(default_factory=lambda: {t: [] for t in INSERT_ORDER})
     ends: list[EpisodeEnd] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+    """every episode the batch ends (inserted ended or updated), numbered last (``storage.commits``)"""
 
 
 def episode_of(record: Any) -> str:
@@ -156,6 +159,7 @@ def to_rows(records: list[Any]) -> Rows:
                 }
             )
         elif kind is EpisodeEnd:
+            rows.ended.append(r.episode_id)
             if r.episode_id in started:
                 _end_in_place(r, *started[r.episode_id])
             else:
@@ -178,7 +182,8 @@ def _end_in_place(end: EpisodeEnd, episode: dict[str, Any], payload: dict[str, A
 
 
 def write_rows(conn: Connection, rows: Rows) -> int:
-    """Insert, then apply the episode ends, in the caller's transaction; returns rows written."""
+    """Insert, apply the episode ends, then number the ended episodes (``storage.commits``), in the
+    caller's transaction; returns rows written."""
     written = 0
     for table, table_rows in rows.inserts.items():
         if table_rows:
@@ -202,6 +207,7 @@ def write_rows(conn: Connection, rows: Rows) -> int:
         )
         conn.execute(_END_PAYLOAD, [{"b_id": e.episode_id, "b_outcome": e.outcome, "b_error": e.error} for e in ends])
         written += 2 * len(ends)
+    stamp_ended(conn, rows.ended)  # last: its number stays locked until the commit
     return written
 
 

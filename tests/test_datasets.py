@@ -33,7 +33,7 @@ from graphs.policies.base import CANCELLED
 from storage.models import DatasetSnapshot, TurnPayload
 from storage.recorder import Recorder
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
-from storage.rows import TURNS
+from storage.rows import TURNS, to_rows, write_rows
 from tests.factories import T0, new_id
 from training.datasets import (
     DatasetMismatchError,
@@ -724,6 +724,7 @@ def test_latest_watermark_reads_only_new_episodes(store: Engine, tmp_path: Path)
     first = build(store, "kto", "actor", tmp_path, since="latest")
     assert {r["episode_id"] for r in rows_of(first.path)} == {p.id for p in old}
     assert first.since is None and first.watermark == old[1].end.finished_at
+    assert first.filter_spec["commits"] == {"before": first.horizon, "after": None}
 
     with Recorder(store) as rec:
         rec.episode_finished(
@@ -732,16 +733,57 @@ def test_latest_watermark_reads_only_new_episodes(store: Engine, tmp_path: Path)
         new = play_math(rec, "t1", ["5"], ["correct"], minute=6)
     second = build(store, "kto", "actor", tmp_path, since="latest")
     assert [r["turn_id"] for r in rows_of(second.path)] == [running.actor[0].id, new.actor[0].id]
-    assert second.since == first.watermark and second.filter_spec["since_snapshot_id"] == first.id
+    # by commit number from where the first stopped, never by time (see the late commit below)
+    assert second.since is None and second.filter_spec["since_snapshot_id"] == first.id
+    assert second.filter_spec["commits"] == {"before": second.horizon, "after": first.horizon}
     assert second.watermark == new.end.finished_at
 
     files = sorted((tmp_path / "snapshots").iterdir())
-    with pytest.raises(EmptyDatasetError, match=r"no new rows for role actor since 2025-03-01T12:06:03.*sparring play"):
+    with pytest.raises(EmptyDatasetError, match=rf"no new rows for role actor since snapshot {second.id} "
+                                                r"\(commits from \d+ on\).*sparring play"):
         build(store, "kto", "actor", tmp_path, since="latest")
     assert sorted((tmp_path / "snapshots").iterdir()) == files and snapshot_count(store) == 2
 
     by_turns = build(store, "kto", "actor", tmp_path, log_filter=LogFilter(watermark_on="turn_created_at"))
     assert by_turns.watermark == new.actor[0].created_at
+
+
+class _Collected:
+    """A sink that keeps the records it is given, to be written by hand in a transaction."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return self.records.append
+
+
+def test_an_episode_committed_late_is_read_by_the_next_build(store: Engine, tmp_path: Path) -> None:
+    """A slow writer ends an episode at minute 5 and commits it only after a build has read one that
+    finished at minute 10: a watermark on finish times would skip it for good. On PostgreSQL the
+    build runs while the writer's transaction is open, holding a commit number at or above the
+    build's horizon; on SQLite (one writer at a time, and a build writes its snapshot row) it runs
+    just before the writer starts. Either way the next build reads the episode, once."""
+    with Recorder(store) as rec:
+        early = play_math(rec, "t1", ["5"], ["correct"], minute=10)
+    late = _Collected()
+    slow = play_math(late, "t2", ["16"], ["correct"], minute=5)
+    concurrent = store.dialect.name == "postgresql"
+    if not concurrent:
+        first = build(store, "kto", "actor", tmp_path, since="latest")
+    with store.connect() as writer:
+        writer.begin()
+        write_rows(writer, to_rows(late.records))  # ends the episode and takes its number
+        if concurrent:
+            first = build(store, "kto", "actor", tmp_path, since="latest")
+        writer.commit()
+    assert {r["episode_id"] for r in rows_of(first.path)} == {early.id}
+    assert first.watermark == early.end.finished_at > slow.end.finished_at
+
+    second = build(store, "kto", "actor", tmp_path, since="latest")
+    assert {r["episode_id"] for r in rows_of(second.path)} == {slow.id}  # read once, not skipped
+    with pytest.raises(EmptyDatasetError, match="no new rows"):
+        build(store, "kto", "actor", tmp_path, since="latest")
 
 
 def test_load_snapshot_checks_role_model_kind_and_file(store_with_log, tmp_path: Path) -> None:

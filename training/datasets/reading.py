@@ -93,6 +93,16 @@ class LogFilter:
 
 
 @dataclass(frozen=True)
+class Commits:
+    """Episodes by the number of the commit that ended them (``storage.commits``): from ``after``
+    (inclusive; None: episodes numbered or not, the latter logged before commits were numbered)
+    up to ``before``, the build's horizon (exclusive)."""
+
+    before: int
+    after: int | None = None
+
+
+@dataclass(frozen=True)
 class ReadPlan:
     """What one build reads: see the module docstring for selected, context and judged turns."""
 
@@ -101,6 +111,8 @@ class ReadPlan:
     filter: LogFilter = field(default_factory=LogFilter)
     since: datetime | None = None
     """exclusive lower bound on the watermark field; None reads everything"""
+    commits: Commits | None = None
+    """which episodes by the number of the commit that ended them (None: any)"""
     context_seats: tuple[str, ...] = ()
     judged_turns: bool = False
     """also read judgments, and the turns they prefer or reject (with payloads)"""
@@ -251,6 +263,12 @@ def _episode_select(plan: ReadPlan) -> Select[Any]:
     if plan.since is not None:
         # in turn_created_at mode too: a turn is created before its episode finishes
         where.append(_E.c.finished_at > plan.since)
+    if plan.commits is not None:
+        numbered = _E.c.commit_seq < plan.commits.before
+        if plan.commits.after is None:
+            where.append(or_(numbered, _E.c.commit_seq.is_(None)))
+        else:
+            where.append(and_(numbered, _E.c.commit_seq >= plan.commits.after))
     where.append(exists().where(_T.c.episode_id == _E.c.id, _selected(plan)))
     # whether the episode has judgments: a chunk without any reads none (most games have no judge)
     judged = exists().where(_J.c.episode_id == _E.c.id) if plan.judged_turns else false()

@@ -2,8 +2,11 @@
 
 A snapshot is one JSONL file (one row per line) and one ``dataset_snapshots`` row holding
 what selected the rows (``filter_spec``), the watermark, the row count and the file's
-sha256. ``since="latest"`` continues from the watermark of the newest *settled* snapshot of
-the same kind, role and game, so a retrain reads only what is new. A snapshot is settled once a
+sha256. ``since="latest"`` continues from where the newest *settled* snapshot of the same
+kind, role and game stopped, so a retrain reads only what is new: by commit number
+(``storage.commits``: its horizon), so that an episode committed late by another process is
+read by the next build rather than skipped; by time (its watermark) for a snapshot built
+before commits were numbered, or on turns. A snapshot is settled once a
 training job on it succeeded, or when it was built for its own sake (``datasets build``) and no
 job has tried it yet; one built for training (``for_training``) or tried only by jobs that failed
 or never finished (a killed ``train``) is not: its rows are read again by the next build, so
@@ -20,7 +23,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -28,6 +31,7 @@ from typing import Any, BinaryIO, Literal
 import datasets
 from sqlalchemy import Engine, select
 
+from storage.commits import horizon
 from storage.engine import session_scope
 from storage.models import DatasetKind, DatasetSnapshot, JobStatus, TrainingJob
 from storage.records import utcnow
@@ -41,7 +45,7 @@ from training.datasets.errors import (
 from training.datasets.policy_gradient import PolicyGradientRows, PPOOptions
 from training.datasets.external import registered_game
 from training.datasets.preference import DPOOptions, PreferencePairs
-from training.datasets.reading import DEFAULT_CHUNK_EPISODES, EpisodeLog, LogFilter, read_episodes
+from training.datasets.reading import DEFAULT_CHUNK_EPISODES, Commits, EpisodeLog, LogFilter, read_episodes
 from training.datasets.reward_model import BalancedRewardRows, RewardOptions
 from training.datasets.sft import RejectionSampling, SFTOptions
 from training.datasets.truth_verdicts import TruthVerdictRows
@@ -81,7 +85,10 @@ class SnapshotResult:
     watermark: datetime
     """the newest ``watermark_on`` value read: the next ``since="latest"`` build starts after it"""
     since: datetime | None
-    """the watermark this build started after (None: it read everything)"""
+    """the watermark this build started after (None: it read everything, or continued by commit number)"""
+    horizon: int | None
+    """the episodes read are those numbered below this (``storage.commits``): the next ``since="latest"``
+    build reads from here on (None: a build on turns, ``LogFilter.watermark_on``)"""
     filter_spec: dict[str, Any]
     episodes_read: int
     skipped: dict[str, int]
@@ -120,14 +127,19 @@ def build_snapshot(
             f"options for a {kind} snapshot must be {options_type.__name__}, got {type(options).__name__}"
         )
     log_filter = log_filter or LogFilter()
-    since_snapshot_id, since_at = _resolve_since(engine, since, kind, role, game)
+    by_commit = log_filter.watermark_on == "episode_finished_at"
+    since_snapshot_id, since_at, after = _resolve_since(engine, since, kind, role, game, by_commit=by_commit)
     builder = builder_type(kind, options)(BuildContext(role=role, game=game, seed=seed), options)
     plan = builder.read_plan(log_filter, since_at)
+    if by_commit:  # the horizon is read before any episode is
+        with engine.connect() as conn:
+            plan = replace(plan, commits=Commits(before=horizon(conn), after=after))
     filter_spec = {
         "game": game,
         "role": role,
         **log_filter.to_dict(),
         "since": None if since_at is None else since_at.isoformat(),
+        "commits": None if plan.commits is None else asdict(plan.commits),
         "since_snapshot_id": since_snapshot_id,
         "options": asdict(options),
         "seed": seed,
@@ -143,7 +155,7 @@ def build_snapshot(
     watermark = tracker.value
     if writer.rows == 0 or watermark is None:
         raise EmptyDatasetError(
-            _empty_message(kind, role, game, log_filter, since_at, since_snapshot_id, tracker, builder)
+            _empty_message(kind, role, game, log_filter, since_at, since_snapshot_id, after, tracker, builder)
         )
     snapshot = DatasetSnapshot(
         kind=kind.value,
@@ -152,6 +164,7 @@ def build_snapshot(
         base_model=base_model,
         filter_spec=filter_spec,
         watermark=watermark,
+        horizon=None if plan.commits is None else plan.commits.before,
         row_count=writer.rows,
         path=str(path),
         content_hash=writer.sha256.hexdigest(),
@@ -175,6 +188,7 @@ def build_snapshot(
         content_hash=writer.sha256.hexdigest(),
         watermark=watermark,
         since=since_at,
+        horizon=None if plan.commits is None else plan.commits.before,
         filter_spec=filter_spec,
         episodes_read=tracker.episodes,
         skipped=dict(builder.skipped),
@@ -301,17 +315,23 @@ def _kind(kind: DatasetKind | str) -> DatasetKind:
 
 
 def _resolve_since(
-    engine: Engine, since: datetime | Literal["latest"] | None, kind: DatasetKind, role: str, game: str
-) -> tuple[int | None, datetime | None]:
-    """(the snapshot whose watermark is used, or None; the watermark)"""
+    engine: Engine, since: datetime | Literal["latest"] | None, kind: DatasetKind, role: str, game: str, *,
+    by_commit: bool,
+) -> tuple[int | None, datetime | None, int | None]:
+    """(the snapshot the build continues from, or None; the watermark to read after; the commit
+    number to read from). ``"latest"`` continues from the newest settled snapshot: from its horizon
+    when it has one and ``by_commit`` (never by time then: an episode that committed late may have
+    finished before that snapshot's watermark), else after its watermark."""
     if since != "latest":
         if isinstance(since, str):
             raise ValueError(f'since must be a datetime, "latest" or None; got {since!r}')
-        return None, since
+        return None, since, None
     for snapshot in list_snapshots(engine, kind=kind, role=role, game=game):
         if snapshot.settled:
-            return snapshot.id, snapshot.watermark
-    return None, None
+            if by_commit and snapshot.horizon is not None:
+                return snapshot.id, None, snapshot.horizon
+            return snapshot.id, snapshot.watermark, None
+    return None, None, None
 
 
 @dataclass(frozen=True)
@@ -324,6 +344,7 @@ class SnapshotInfo:
     game: str | None
     row_count: int
     watermark: datetime | None
+    horizon: int | None
     created_at: datetime
     path: str
     for_training: bool
@@ -363,7 +384,8 @@ def list_snapshots(
         return [
             SnapshotInfo(
                 id=s.id, kind=s.kind, role=s.role, game=s.game, row_count=s.row_count, watermark=s.watermark,
-                created_at=s.created_at, path=s.path, for_training=bool(s.filter_spec.get(FOR_TRAINING)),
+                horizon=s.horizon, created_at=s.created_at, path=s.path,
+                for_training=bool(s.filter_spec.get(FOR_TRAINING)),
                 jobs=tuple(jobs.get(s.id, ())),
             )
             for s in snapshots
@@ -377,11 +399,14 @@ def _empty_message(
     log_filter: LogFilter,
     since: datetime | None,
     since_snapshot_id: int | None,
+    after: int | None,
     tracker: _Watermark,
     builder: Builder[Any],
 ) -> str:
     start = "the beginning" if since is None else since.isoformat()
-    if since_snapshot_id is not None:
+    if after is not None:
+        start = f"snapshot {since_snapshot_id} (commits from {after} on)"
+    elif since_snapshot_id is not None:
         start += f" (the watermark of snapshot {since_snapshot_id})"
     where = f"{kind} dataset from {game}"
     if log_filter.policy is not None:
@@ -400,7 +425,7 @@ def _empty_message(
                 f"more through it, and reward {role}'s turns (docs/gateway.md)")
     if builder.needs_samples():
         hint += " (this kind compares samples of one state: add `--samples 4`)"
-    if since is None and tracker.episodes == 0:
+    if since is None and after is None and tracker.episodes == 0:
         hint += (
             f"; if {game} episodes were played, check that {role!r} is one of its seats, that a model played it "
             "(a scripted bot's turns are never training data) and that the filter matches"
