@@ -19,7 +19,7 @@ from training.datasets.errors import (
 )
 from training.datasets.policy_gradient import PolicyGradientRows, PPOOptions
 from training.datasets.preference import DPOOptions, PreferencePairs
-from training.datasets.reading import EpisodeLog, LogFilter, LoggedJudgment, LoggedTurn, ReadPlan, read_episodes
+from training.datasets.reading import EpisodeLog, LogFilter, LoggedTurn, ReadPlan, read_episodes
 from training.datasets.reward_model import BalancedRewardRows, RewardOptions
 from training.datasets.sft import RejectionSampling, SFTOptions
 from training.datasets.snapshots import BUILDERS, BuilderOptions, SnapshotResult, build_snapshot, load_snapshot
@@ -39,7 +39,6 @@ __all__ = [
     "EvaluationDataError",
     "KTOOptions",
     "LogFilter",
-    "LoggedJudgment",
     "LoggedTurn",
     "PPOOptions",
     "PolicyGradientRows",

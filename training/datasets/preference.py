@@ -35,10 +35,11 @@ from typing import Literal
 from datasets import Features, Value
 
 from storage.models import DatasetKind
+from storage.records import JudgmentRecord
 from training.datasets.building import BuildContext, Builder, Row
 from training.datasets.credit import CORRECT, turn_credits
 from training.datasets.formats import MESSAGES, PAIR_METADATA, assistant, chat
-from training.datasets.reading import EpisodeLog, LoggedJudgment, LoggedTurn
+from training.datasets.reading import EpisodeLog, LoggedTurn
 
 PairKind = Literal["refinement", "group", "judge"]
 PAIR_KINDS: tuple[PairKind, ...] = ("refinement", "group", "judge")
@@ -205,7 +206,7 @@ class PreferencePairs(Builder[DPOOptions]):
             if reward < group.worst_reward:
                 group.worst, group.worst_reward = sample, reward
 
-    def _judge_pair(self, episode: EpisodeLog, judgment: LoggedJudgment) -> Row | None:
+    def _judge_pair(self, episode: EpisodeLog, judgment: JudgmentRecord) -> Row | None:
         if judgment.winner_seat is None:
             self.skipped["judge_tie"] += 1
             return None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -37,7 +37,7 @@ from sqlalchemy.types import Boolean
 from graphs.policies.base import CANCELLED
 from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn, TurnPayload
 from storage.queries import SCRIPTED_BACKEND, policy_is
-from storage.records import EpisodeStatus
+from storage.records import EpisodeStatus, JudgmentRecord
 from training.datasets.errors import EvaluationDataError
 
 _E = Episode.__table__
@@ -198,17 +198,6 @@ class LoggedTurn:
         return self.response
 
 
-@dataclass(frozen=True, slots=True)
-class LoggedJudgment:
-    judge_seat: str
-    judge_policy: str
-    winner_seat: str | None
-    loser_seat: str | None
-    preferred_turn_id: str | None
-    rejected_turn_id: str | None
-    rationale: str
-
-
 @dataclass(slots=True)
 class EpisodeLog:
     """A succeeded episode with the turns read for it (in play order) and its judgments."""
@@ -220,7 +209,7 @@ class EpisodeLog:
     split: str | None
     finished_at: datetime
     turns: list[LoggedTurn]
-    judgments: list[LoggedJudgment]
+    judgments: list[JudgmentRecord]
     truth: str | None = None
     """the task's answer, read when the plan asks (``ReadPlan.truths``); None without one"""
     seat_rewards: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -367,19 +356,15 @@ def _seat_rewards(conn: Connection, episode_ids: list[str]) -> dict[str, dict[st
     return found
 
 
-def _judgments(conn: Connection, episode_ids: list[str]) -> dict[str, list[LoggedJudgment]]:
-    judgments: dict[str, list[LoggedJudgment]] = {}
+_JUDGMENT_FIELDS = tuple(f.name for f in fields(JudgmentRecord))
+"""the judgments table's columns, as the records the games wrote"""
+
+
+def _judgments(conn: Connection, episode_ids: list[str]) -> dict[str, list[JudgmentRecord]]:
+    judgments: dict[str, list[JudgmentRecord]] = {}
     for row in conn.execute(select(_J).where(_J.c.episode_id.in_(episode_ids)).order_by(_J.c.id)).all():
         judgments.setdefault(row.episode_id, []).append(
-            LoggedJudgment(
-                row.judge_seat,
-                row.judge_policy,
-                row.winner_seat,
-                row.loser_seat,
-                row.preferred_turn_id,
-                row.rejected_turn_id,
-                row.rationale,
-            )
+            JudgmentRecord(**{name: getattr(row, name) for name in _JUDGMENT_FIELDS})
         )
     return judgments
 
@@ -394,7 +379,7 @@ def _numbers(text: str | None) -> JSONNumbers | None:
     return JSONNumbers(text.replace("\n", " ") if "\n" in text else text)  # rows are one line each
 
 
-def _named_turns(judgments: dict[str, list[LoggedJudgment]]) -> set[str]:
+def _named_turns(judgments: dict[str, list[JudgmentRecord]]) -> set[str]:
     """The turns the chunk's judgments prefer or reject (ties name none)."""
     return {
         turn_id
