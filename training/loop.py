@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Engine, select
 
-from evaluation.evaluator import Evaluator, PhaseProgress
+from evaluation.evaluator import EvaluationResult, Evaluator, PhaseProgress
 from graphs.context import GameOptions
 from graphs.games import GameSpec
 from graphs.policies.base import Backend
@@ -141,6 +141,62 @@ class RoundOutcome:
     seconds: float
 
 
+@dataclass(frozen=True)
+class RoundsOutcome:
+    """What ``retrain_rounds`` did: each round's outcome, and its report's figures."""
+
+    rounds: list[RoundOutcome]
+    figures: dict[str, dict[str, EvaluationResult]]
+    """stage ("before", "round 1"...) -> report set name -> its evaluation; empty without a report"""
+
+
+Draws = Callable[[LivePolicies, int, int], Awaitable[Any]]
+"""What a round's training episodes play, from the live policies, the round and its first
+episode's seed (``app.seat_draws.RoundDraws``, for pool and schedule seats)."""
+
+
+async def retrain_rounds(
+    engine: Engine,
+    game: GameSpec,
+    backend: Backend,
+    live: LivePolicies,
+    gates: Sequence[Evaluator],
+    config: RetrainConfig,
+    *,
+    rounds: int,
+    report: Sequence[Evaluator] = (),
+    base_model: str,
+    device: str,
+    store_dir: Path,
+    cache_dir: Path,
+    seed: int,
+    options: GameOptions,
+    say: Callable[[str], None] = lambda message: None,
+    progress: PhaseProgress = lambda phase, done, total: None,
+    draws: Draws | None = None,
+) -> RoundsOutcome:
+    """``rounds`` rounds of ``retrain_round``, one after the other. ``gates``: the deciding task
+    set's evaluator, then the guards'. With ``report`` evaluators, each of their sets is measured
+    with the live policies before the first round and after each (an evaluator shared with the
+    gates measures the same policies once)."""
+    evaluate, *guards = gates
+
+    async def measured(label: str) -> dict[str, EvaluationResult]:
+        return {e.name: await e(live(), label=f"{label}: {e.name}") for e in report}
+
+    figures = {"before": await measured("before")} if report else {}
+    outcomes = []
+    for index in range(1, rounds + 1):
+        outcomes.append(await retrain_round(
+            engine, game, backend, live, evaluate, config, round_index=index, base_model=base_model, device=device,
+            store_dir=store_dir, cache_dir=cache_dir, seed=seed, options=options, say=say, progress=progress,
+            draws=draws, guards=guards,
+        ))
+        if report:
+            figures[f"round {index}"] = await measured(f"after round {index}")
+    return RoundsOutcome(outcomes, figures)
+
+
 async def retrain_round(
     engine: Engine,
     game: GameSpec,
@@ -158,7 +214,7 @@ async def retrain_round(
     options: GameOptions,
     say: Callable[[str], None] = lambda message: None,
     progress: PhaseProgress = lambda phase, done, total: None,
-    draws: Callable[[LivePolicies, int, int], Awaitable[Any]] | None = None,
+    draws: Draws | None = None,
     guards: Sequence[Evaluator] = (),
 ) -> RoundOutcome:
     """One round. ``draws``: for pool and schedule seats (``app.seat_draws.RoundDraws``), what

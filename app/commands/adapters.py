@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, one_line, out, settings_or_exit
+from app.api.errors import one_line
+from app.commands.common import DbOption, FormatOption, engine_or_exit, err, fail, out, settings_or_exit
 from app.output import Format, emit
 
 adapters_app = typer.Typer(

@@ -58,13 +58,6 @@ def api_token_for(host: str) -> str | None:
     return token
 
 
-def one_line(exc: BaseException, limit: int = 600) -> str:
-    """An error's message on one line and at most ``limit`` characters: a library's own (a
-    tensor size mismatch, a server's reply) can run to thousands of lines. Keys and passwords are masked."""
-    text = redact(" ".join(str(exc).split())) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def settings_or_exit(**overrides: object) -> Settings:
     try:
         return api_store.settings(**overrides)

@@ -2,34 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.status import Status
 
-from app.commands.common import (
-    ConcurrencyOption,
-    DbOption,
-    FormatOption,
-    clean_up_stale_work,
-    engine_or_exit,
-    err,
-    fail,
-    one_line,
-    out,
-    settings_or_exit,
-    store_or_exit,
-)
+from app import api
+from app.api.datasets import KINDS, build_dataset
+from app.api.deploy import deploy as deploy_candidate
+from app.api.train import train as train_adapter
+from app.commands.common import ConcurrencyOption, DbOption, FormatOption, engine_or_exit, err, fail, out
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
-from app.interrupts import exit_when_stopped, run_interruptible, sigterm_as_interrupt
+from app.interrupts import exit_when_stopped
 from app.output import Format, emit
 from app.progress import progress as progress_display
-from app.settings import Settings
-from app.wiring import SEAT_SPEC_HELP, PolicyFactory, SeatSpecError, parse_seat_specs
+from app.wiring import SEAT_SPEC_HELP
+
+if TYPE_CHECKING:
+    from app.api.train import TrainResult
+    from evaluation.screen import Screened
+    from training.deploy import GateResult
 
 datasets_app = typer.Typer(help="Build training datasets from the logs.", no_args_is_help=True)
 
@@ -62,7 +58,6 @@ FirstRepairsOption = Annotated[
                       "written arithmetic recomputed) also answers its own first prompt, where no answer to that "
                       "prompt was right."),
 ]
-OWN_ROW_FLAGS = "--refinements, --first-repairs and --answer-lines"
 AnswerLinesOption = Annotated[
     bool,
     typer.Option("--answer-lines",
@@ -77,80 +72,6 @@ PairsOption = Annotated[
                       "sample against every sample of lower credit (2 right and 2 wrong answers: 4 pairs).",
                  show_default=False),
 ]
-
-
-def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None,
-                 refinements: bool = False, first_repairs: bool = False, answer_lines: bool = False):
-    """The SFT builder's options from --verdicts, --max-rows, --refinements, --first-repairs and
-    --answer-lines (None: the builder's defaults)."""
-    if verdicts is None and max_rows is None and not (refinements or first_repairs or answer_lines):
-        return None
-    if kind != "sft":
-        fail(f"--verdicts, --max-rows, {OWN_ROW_FLAGS} apply to sft rows only, not to {kind}")
-    if max_rows is not None and verdicts != "truth":
-        fail("--max-rows caps the rows of --verdicts truth only: add --verdicts truth, or leave --max-rows out")
-    from graphs.game import GameContractError
-    from graphs.games import UnknownGameError
-    from training.datasets import SFTOptions
-    from training.datasets.sft import refinements_of
-    from training.datasets.truth_verdicts import truth_verdicts_of
-
-    try:
-        options = SFTOptions(verdicts=verdicts or "own", max_rows=max_rows, refinements=refinements,
-                             first_repairs=first_repairs, answer_lines=answer_lines)
-        if options.verdicts == "truth":
-            truth_verdicts_of(game, role)
-        if refinements or first_repairs or answer_lines:
-            refinements_of(game, role, answer_line=answer_lines)
-    except (GameContractError, UnknownGameError, ValueError) as exc:
-        fail(str(exc))
-    return options
-
-
-def _dpo_options(kind: str, pairs: str | None):
-    """The DPO builder's options from --pairs (None: the builder's defaults)."""
-    if pairs is None:
-        return None
-    if kind != "dpo":
-        fail(f"--pairs applies to dpo rows only, not to {kind}")
-    from training.datasets import DPOOptions
-
-    try:
-        return DPOOptions(group_pairs=pairs)
-    except ValueError as exc:
-        fail(str(exc).replace("group_pairs", "--pairs", 1))
-
-
-def _build(engine, settings: Settings, kind: str, role: str, game: str, since: str, log_filter, *,
-           for_training: bool = False, options=None):
-    from training.datasets import EmptyDatasetError, build_snapshot
-
-    try:
-        with err.status(f"building {kind} rows for {role} from {game} logs…"):
-            return build_snapshot(
-                engine,
-                kind,
-                role,
-                game=game,
-                base_model=settings.model,
-                out_dir=settings.store_dir / "datasets",
-                since=None if since == "all" else "latest",
-                log_filter=log_filter,
-                seed=settings.seed,
-                for_training=for_training,
-                options=options,
-            )
-    except EmptyDatasetError as exc:
-        fail(str(exc))
-
-
-def _log_filter(split: str, evaluation_data: bool, policy: str | None):
-    from training.datasets import EvaluationDataError, LogFilter
-
-    try:
-        return LogFilter(policy=policy, split=None if split == "all" else split, evaluation_data=evaluation_data)
-    except EvaluationDataError as exc:
-        fail(str(exc).replace("evaluation_data=True", "--train-on-eval-data"))
 
 
 @datasets_app.command("build")
@@ -210,15 +131,15 @@ def datasets_build(
     * `sparring datasets build dpo --role actor --pairs all` (after `sparring play ... --samples 4`:
       every right answer to a question against every wrong one)
     """
-    if kind not in ("dpo", "kto", "ppo", "sft", "reward"):
-        fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
-    if since not in ("latest", "all"):
-        fail(f"--since {since!r}: use 'latest' or 'all'")
-    options = _sft_options(kind, game, role, verdicts, max_rows, refinements, first_repairs, answer_lines)
-    options = _dpo_options(kind, pairs) or options
-    log_filter = _log_filter(split, train_on_eval_data, policy)
-    settings = settings_or_exit(database_url=db)
-    snapshot = _build(store_or_exit(settings), settings, kind, role, game, since, log_filter, options=options)
+    try:
+        with _Display() as display:
+            snapshot = build_dataset(
+                kind, role=role, game=game, since=since, split=split, train_on_eval_data=train_on_eval_data,
+                policy=policy, verdicts=verdicts, max_rows=max_rows, refinements=refinements,
+                first_repairs=first_repairs, answer_lines=answer_lines, pairs=pairs, database_url=db, progress=display,
+            )
+    except api.InputError as exc:
+        fail(str(exc))
     row = {
         "snapshot": snapshot.id,
         "kind": str(snapshot.kind),
@@ -251,8 +172,8 @@ def datasets_list(
     """
     from training.datasets.snapshots import list_snapshots
 
-    if kind is not None and kind not in ("dpo", "kto", "ppo", "sft", "reward"):
-        fail(f"unknown dataset kind {kind!r}; kinds: dpo, kto, ppo, sft, reward")
+    if kind is not None and kind not in KINDS:
+        fail(f"unknown dataset kind {kind!r}; kinds: {', '.join(KINDS)}")
     snapshots = list_snapshots(engine_or_exit(db), kind=kind, role=role)
     rows = [
         {
@@ -355,105 +276,31 @@ def train(
     * `accelerate launch --multi_gpu --num_processes 4 -m app.cli train sft --role actor --dataset 12`
       (sft, dpo, kto on 4 GPUs; build the snapshot first with `sparring datasets build`)
     """
-    from training.jobs import TrainingJobError, run_training_job
-    from training.trainers.kinds import trainer_kind
-
+    display = _Display()
     try:
-        trainer = trainer_kind(kind)
-    except ValueError as exc:
-        fail(str(exc))
-    rows_role = _rows_role(trainer, role, answers)
-    if screen is not None and kind != "grpo":
-        fail(f"--screen chooses the tasks online GRPO plays; {kind} trains on logged rows: leave it out")
-    if dataset is not None and (verdicts is not None or max_rows is not None or refinements or first_repairs
-                                or answer_lines):
-        fail(f"--verdicts, --max-rows, {OWN_ROW_FLAGS} choose the rows of a snapshot this command builds; "
-             f"snapshot {dataset} is built already: leave them out, or build one with `sparring datasets build sft` "
-             "and those options")
-    if dataset is not None and pairs is not None:
-        fail(f"--pairs chooses the pairs of a snapshot this command builds; snapshot {dataset} is built already: "
-             "leave it out, or build one with `sparring datasets build dpo --pairs ...`")
-    sft_options = _sft_options(kind, game, rows_role, verdicts, max_rows, refinements, first_repairs, answer_lines)
-    build_options = _dpo_options(kind, pairs) or sft_options
-    rank = _check_launch(trainer, rows_role, dataset)
-    settings = settings_or_exit(database_url=db)
-    options = {
-        "learning_rate": learning_rate,
-        "num_train_epochs": epochs,
-        "max_steps": max_steps,
-        "max_seconds": max_seconds,
-        "per_device_train_batch_size": batch_size,
-        "beta": beta,
-        "rpo_alpha": rpo_alpha,
-        "report_to": tuple(report_to.split(",")) if report_to else None,
-    }
-    config = _trainer_config(kind, trainer.config_type, settings, options, config_file)
-    engine = store_or_exit(settings)
-    if rank == 0:
-        clean_up_stale_work(engine)
-
-    from training.registry import active_version
-
-    if not trainer.reads_snapshot:
-        rows, snapshot_id, extra, cleanup = _online(engine, settings, game, role, tasks, seat or [],
-                                                    screen=screen, fresh=fresh, config=config)
-    else:
-        from training.datasets import DatasetError, LogFilter, load_snapshot
-
-        snapshot_id = (
-            dataset
-            if dataset is not None
-            else _build(engine, settings, kind, rows_role, game, "latest", LogFilter(), for_training=True,
-                        options=build_options).id
-        )
-        try:
-            rows = load_snapshot(engine, snapshot_id, role=rows_role, base_model=settings.model, kind=kind)
-        except DatasetError as exc:
-            fail(str(exc))
-        extra, cleanup = {}, lambda: None
-    parent = None if fresh else active_version(engine, role)
-    if rank != 0:  # the other processes of `accelerate launch` train beside the main one, which alone records
-        with tempfile.TemporaryDirectory(prefix=f"sparring-rank{rank}-") as work:
-            trainer.train(
-                rows, config, role=role, output_dir=Path(work) / "adapter", cache_dir=settings.cache_dir,
-                parent_adapter=parent.path if parent else None, progress=None, dataset_snapshot_id=snapshot_id,
+        with _exit_when_stopped(display), display:
+            result = train_adapter(
+                kind, role=role, answers=answers, dataset=dataset, verdicts=verdicts, max_rows=max_rows,
+                refinements=refinements, first_repairs=first_repairs, answer_lines=answer_lines, pairs=pairs,
+                game=game, tasks=tasks, seats=seat or [], screen=screen, learning_rate=learning_rate, epochs=epochs,
+                max_steps=max_steps, max_seconds=max_seconds, batch_size=batch_size, beta=beta, rpo_alpha=rpo_alpha,
+                report_to=report_to, fresh=fresh, config_file=config_file, database_url=db, progress=display,
             )
-        return
-    progress = progress_display(
-        TextColumn(f"[bold]train {kind} {role}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-    )
-    with progress:
-        bar = progress.add_task("train", total=None)
-        try:
-            with exit_when_stopped("interrupted: the training job is marked failed"), sigterm_as_interrupt():
-                result = run_training_job(
-                    engine,
-                    kind=kind,
-                    role=role,
-                    rows=rows,
-                    config=config,
-                    adapters_root=settings.store_dir / "adapters",
-                    cache_dir=settings.cache_dir,
-                    parent=parent,
-                    dataset_snapshot_id=snapshot_id,
-                    progress=lambda step, total: progress.update(bar, completed=step, total=total),
-                    extra=extra,
-                )
-        except TrainingJobError as exc:
-            fail(str(exc), code=1)
-        finally:
-            cleanup()
+    except api.InputError as exc:
+        fail(str(exc))
+    except api.RunError as exc:
+        fail(str(exc), code=1)
+    if result is not None:  # None: a process of rank > 0 under accelerate launch, which trained beside rank 0
+        _print_trained(result, fmt)
+
+
+def _print_trained(result: TrainResult, fmt: Format) -> None:
     row = {
         "adapter": result.adapter.name,
         "job": result.job_id,
-        "dataset": snapshot_id,
-        "rows": len(rows),
-        "parent": parent.name if parent else None,
+        "dataset": result.dataset,
+        "rows": result.rows,
+        "parent": result.parent,
         **result.metrics,
     }
     emit(
@@ -462,7 +309,7 @@ def train(
         title="training job",
         console=out,
     )
-    if fmt == Format.table and trainer.verifier:
+    if fmt == Format.table and result.adapter.is_verifier:
         err.print(
             f"published the verifier {result.adapter.name}; it judges debates with `sparring play debate --seat "
             f"judge=verifier:{result.adapter.name}`; its agreement with the rule verifier on held-out answers: "
@@ -471,147 +318,9 @@ def train(
     elif fmt == Format.table:
         err.print(
             f"published {result.adapter.name} as a candidate; gate and deploy it with "
-            f"`sparring deploy {role} --candidate {result.adapter.name}`; its loss per step: "
+            f"`sparring deploy {result.role} --candidate {result.adapter.name}`; its loss per step: "
             f"`sparring jobs show {result.job_id}`"
         )
-
-
-def _rows_role(trainer, role: str, answers: str | None) -> str:
-    """The role whose turns make the rows: the trained role's own, or for a verifier the --answers role."""
-    if not trainer.verifier:
-        if answers is not None:
-            fail(f"--answers applies to `sparring train reward` only: the {trainer.name} trainer learns from "
-                 f"{role}'s own turns")
-        return role
-    answers = answers or "actor"
-    if answers == role:
-        fail(f"--role names the verifier's own role and --answers the role whose answers it judges; both are "
-             f"{role!r}. Publish the verifier under a role of its own, e.g. --role {role}-verifier")
-    return answers
-
-
-def _trainer_config(kind: str, config_type: type, settings: Settings, flags: dict, config_file: Path | None):
-    """The trainer's config: its defaults, then the settings (model, device, seed), then the
-    --config file, then the flags given. TensorBoard writes to SPARRING_DATA_DIR/runs unless
-    the file names a logging_dir."""
-    from training.config_file import ConfigFileError, read_config_file
-
-    fields = config_type.__dataclass_fields__
-    unknown = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None and k not in fields]
-    if unknown:
-        fail(f"{', '.join(unknown)} does not apply to the {kind} trainer")
-    try:
-        from_file = read_config_file(config_file, config_type, kind) if config_file is not None else {}
-    except ConfigFileError as exc:
-        fail(str(exc))
-    values = {"model": settings.model, "device": settings.device, "seed": settings.seed, **from_file,
-              **{k: v for k, v in flags.items() if v is not None}}
-    try:
-        return config_type(**with_tracker_folder(values, settings))
-    except ValueError as exc:
-        fail(str(exc) + (f" (settings from {config_file} and the options)" if config_file is not None else ""))
-
-
-def with_tracker_folder(values: dict, settings: Settings) -> dict:
-    """Trainer settings ``values`` with TensorBoard's folder: SPARRING_DATA_DIR/runs when they
-    report to a tracker and name no logging_dir (else transformers writes inside the job's
-    temporary folder, which is deleted)."""
-    from training.trainers.reporting import targets
-
-    if targets(values.get("report_to", "none")):
-        return {"logging_dir": str(settings.store_dir / "runs"), **values}
-    return values
-
-
-def _check_launch(trainer, role: str, dataset: int | None) -> int:
-    """This process's rank when `accelerate launch` (or torchrun) started several; 0 otherwise.
-
-    All of them train (TRL's trainers run data-parallel); only rank 0 records the job and
-    publishes the adapter, so they must all read one snapshot that exists already.
-    """
-    from training.trainers.kinds import kind_names
-
-    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not trainer.data_parallel:
-        fail(
-            f"`sparring train {trainer.name}` trains in one process, but accelerate launch started {world}. Run it "
-            f"without accelerate launch ({', '.join(kind_names(data_parallel=True))} can use several GPUs)."
-        )
-    if world > 1 and dataset is None:
-        fail(
-            f"under accelerate launch all {world} processes must train on one snapshot: build it first with "
-            f"`sparring datasets build {trainer.name} --role {role}` and pass its id with --dataset."
-        )
-    return rank
-
-
-def _online(engine, settings: Settings, game: str, role: str, tasks: str, seats: list[str], *,
-            screen: int | None, fresh: bool, config):
-    """What online GRPO needs: the train tasks it plays (those the starting policy gets wrong,
-    with ``screen``), the other seats' policies and a run that logs every rollout episode;
-    returns (tasks, None, trainer kwargs, cleanup)."""
-    from graphs.games import UnknownGameError, get_game
-    from graphs.policies.base import SamplingParams
-    from graphs.tasks.base import TaskSourceError
-    from storage.recorder import Recorder
-    from storage.records import RunRecord
-
-    try:
-        spec = get_game(game)
-        specs = parse_seat_specs(spec, seats)
-        specs[role] = "model:base" if fresh else "model"  # the policy training starts from
-        task_list = spec.tasks.load(tasks or spec.tasks.default, n=screen, seed=settings.seed, split="train")
-    except (UnknownGameError, SeatSpecError, TaskSourceError) as exc:
-        fail(str(exc))
-    screened = _screened(engine, settings, spec, role, task_list, specs, config) if screen else None
-    if screened is not None:
-        err.print(screened.describe())
-        if not screened.kept:
-            fail(f"the starting policy got all {screened.played} screened tasks right: nothing left to train on; "
-                 "screen more tasks (--screen) or harder ones (--tasks)")
-        task_list = screened.kept
-    factory = PolicyFactory(settings, SamplingParams(temperature=0.7), engine)
-    others = asyncio.run(factory.policies({s: p for s, p in specs.items() if s != role}))
-    recorder = Recorder(engine)
-    screen_config = {} if screened is None else {"screen": {"played": screened.played, "kept": len(screened.kept),
-                                                            "metric": screened.metric, "run_id": screened.run_id}}
-    run = RunRecord.new(spec.name, {"purpose": f"grpo rollouts for {role}", **screen_config}, settings.seed)
-    run_id = run.id
-    recorder.start_run(run)
-
-    def cleanup() -> None:
-        recorder.finish_run(run_id, "finished", {})
-        recorder.close()
-        asyncio.run(factory.aclose())
-
-    return task_list, None, {"game": game, "other_policies": others, "sink": recorder, "run_id": run_id}, cleanup
-
-
-def _screened(engine, settings: Settings, spec, role: str, tasks, specs: dict[str, str], config):
-    """``evaluation.screen.not_right`` of ``tasks``: played greedily in the deciding precision,
-    at the rollouts' token budget, by the other seats and the policy training starts from."""
-    from evaluation.evaluator import Evaluator
-    from evaluation.screen import ScreenError, not_right
-    from graphs.policies.base import SamplingParams
-
-    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=config.max_completion_length),
-                            engine, deciding=True)
-
-    async def main():
-        try:
-            with err.status(f"screening {len(tasks)} tasks…"):
-                policies = await factory.policies(specs)
-                evaluate = Evaluator(engine, spec, list(tasks), settings.seed, spec.make_options(),
-                                     concurrency=config.concurrency, name="screen")
-                return await not_right(evaluate, policies, role)
-        finally:
-            await factory.aclose()
-
-    try:
-        with exit_when_stopped("interrupted: the screen's run is marked interrupted"):
-            return run_interruptible(main())
-    except ScreenError as exc:
-        fail(str(exc))
 
 
 @with_game_options()
@@ -668,69 +377,23 @@ def deploy(
     * `sparring deploy solver --game review --eval-script "python examples/langgraph_review.py"`
     * `sparring deploy solver --game review --metric correct --candidate-run 3f2a... --baseline-run 9c1b...`
     """
-    from app.commands.external_game import deploy_external, refuse_registered_options, registered
-
-    if not registered(game):
-        refuse_registered_options(game, {"--tasks": tasks is not None, "--guard": bool(guard), "--seat": bool(seat)})
-        _print_gate(deploy_external(role, candidate, game, eval_script=eval_script, candidate_run=candidate_run,
-                                    baseline_run=baseline_run, metric=metric, margin=margin, db=db), role, fmt)
-        return
-    if eval_script is not None or candidate_run is not None or baseline_run is not None or metric != "reward":
-        fail(f"--eval-script, --candidate-run, --baseline-run and --metric gate an external game; {game!r} is "
-             "registered: its gate plays its held-out tasks (--tasks, --eval-tasks, --guard) on its own metric")
-    from evaluation.task_sets import evaluation_sets, evaluators
-    from graphs.games import UnknownGameError, get_game
-    from graphs.policies.adapter_folder import AdapterFolderError
-    from graphs.policies.base import BackendError, SamplingParams
-    from graphs.tasks.base import TaskSourceError
-    from training.deploy import GateError, LivePolicies, gate_and_deploy
-    from training.registry import RegistryError, get_version, newest_candidate
-
-    settings = settings_or_exit(database_url=db)
-    engine = store_or_exit(settings)
-    clean_up_stale_work(engine)
+    display = _Display(role)
     try:
-        spec = get_game(game)
-        options = game_options.make(spec)
-        seat_specs = parse_seat_specs(spec, seat or [], options=options)
-        task_sets = evaluation_sets(spec, tasks or spec.tasks.default, eval_tasks, settings.seed, guard or ())
-        chosen = get_version(engine, candidate) if candidate else newest_candidate(engine, role)
-    except (UnknownGameError, SeatSpecError, TaskSourceError, RegistryError, ValueError) as exc:
+        with _exit_when_stopped(display), display:
+            result = deploy_candidate(
+                role, candidate=candidate, game=game, tasks=tasks, eval_tasks=eval_tasks, margin=margin,
+                guards=guard or (), options=game_options.given, max_new_tokens=max_new_tokens,
+                concurrency=concurrency, seats=seat or [], eval_script=eval_script, metric=metric,
+                candidate_run=candidate_run, baseline_run=baseline_run, database_url=db, progress=display,
+            )
+    except api.InputError as exc:
         fail(str(exc))
-    if chosen is None:
-        fail(f"role {role!r} has no candidate version; train one with `sparring train sft --role {role}`")
-    if chosen.is_verifier:
-        fail(f"{chosen.name} is a verifier, which no game's gate measures: measure it with `sparring eval-verifier "
-             f"{chosen.name}`, then promote it by hand with `sparring adapters promote {chosen.name}`")
-    factory = PolicyFactory(settings, SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens), engine,
-                            deciding=True)
-
-    async def main():
-        try:
-            sizes = " and ".join(f"{len(t)} {name}" for name, t in task_sets.items())
-            with err.status(f"evaluating {chosen.name} against the active {role} on {sizes} tasks…"):
-                live = LivePolicies(await factory.policies(seat_specs))
-                evaluate, *guards = evaluators(engine, spec, task_sets, settings.seed, options, concurrency)
-                return await gate_and_deploy(engine, chosen, factory.model_backend(), live, evaluate, margin=margin,
-                                             guards=guards)
-        finally:
-            await factory.aclose()
-
-    try:
-        with exit_when_stopped(f"interrupted while deploying {chosen.name}: its unfinished gate runs are marked "
-                               "interrupted; `sparring adapters list` shows its status"):
-            result = run_interruptible(main())
-    except (GateError, RegistryError) as exc:
-        fail(str(exc))
-    except AdapterFolderError as exc:  # its message says how to recover: restore or reject the candidate
-        fail(f"cannot deploy {chosen.name}: {one_line(exc)}", code=1)
-    except BackendError as exc:
-        fail(f"cannot deploy {chosen.name}: {one_line(exc)} To set this candidate aside (deploy then takes the "
-             f"newest other one): `sparring adapters reject {chosen.name}`", code=1)
+    except api.RunError as exc:
+        fail(str(exc), code=1)
     _print_gate(result, role, fmt)
 
 
-def _print_gate(result, role: str, fmt: Format) -> None:
+def _print_gate(result: GateResult, role: str, fmt: Format) -> None:
     row = {
         "candidate": result.candidate,
         "baseline": result.baseline,
@@ -743,3 +406,86 @@ def _print_gate(result, role: str, fmt: Format) -> None:
     }
     emit([row], fmt, columns=["candidate", "baseline", "metric", "decision"], title=f"deploy {role}",
          caption=result.reason, console=out)  # the figures are in the reason; json has every key
+
+
+class _Display:
+    """The commands' progress (``BuildProgress``, ``TrainProgress``, ``DeployProgress``): a
+    spinner while rows are built, tasks screened or versions gated, then a bar of the training
+    steps. ``stopping`` says what an interrupt of the phase running now leaves marked (None: an
+    interrupt there is raised as it is)."""
+
+    def __init__(self, role: str = "") -> None:
+        self.role = role
+        """the role deployed (its gate's spinner names it)"""
+        self.status: Status | None = None
+        self.bar: Progress | None = None
+        self.task = None
+        self.stopping: str | None = None
+
+    def __enter__(self) -> _Display:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop_status()
+        if self.bar is not None:
+            self.bar.stop()
+
+    def _spin(self, text: str) -> None:
+        self._stop_status()
+        self.status = err.status(text)
+        self.status.start()
+
+    def _stop_status(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def building(self, kind: str, role: str, game: str) -> None:
+        self._spin(f"building {kind} rows for {role} from {game} logs…")
+
+    def built(self) -> None:
+        self._stop_status()
+
+    def warn(self, text: str) -> None:
+        err.print(text)
+
+    def screening(self, tasks: int) -> None:
+        self._spin(f"screening {tasks} tasks…")
+        self.stopping = "interrupted: the screen's run is marked interrupted"
+
+    def screened(self, screen: Screened) -> None:
+        self._stop_status()
+        self.stopping = None
+        err.print(screen.describe())
+
+    def training(self, kind: str, role: str) -> None:
+        self.bar = progress_display(TextColumn(f"[bold]train {kind} {role}[/]"), BarColumn(), MofNCompleteColumn(),
+                                    TimeElapsedColumn(), TimeRemainingColumn(), console=err)
+        self.bar.start()
+        self.task = self.bar.add_task("train", total=None)
+        self.stopping = "interrupted: the training job is marked failed"
+
+    def step(self, done: int, total: int) -> None:
+        self.bar.update(self.task, completed=done, total=total)
+
+    def say(self, text: str) -> None:
+        err.print(f"[dim]{text}[/]", highlight=False)
+
+    def gating(self, candidate: str, sets: dict[str, int]) -> None:
+        sizes = " and ".join(f"{tasks} {name}" for name, tasks in sets.items())
+        self._spin(f"evaluating {candidate} against the active {self.role} on {sizes} tasks…")
+        self.stopping = (f"interrupted while deploying {candidate}: its unfinished gate runs are marked interrupted; "
+                         "`sparring adapters list` shows its status")
+
+
+@contextmanager
+def _exit_when_stopped(display: _Display) -> Iterator[None]:
+    """``exit_when_stopped`` with what the interrupted phase of ``display`` left marked; an
+    interrupt between phases is raised as it is."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if display.stopping is None:
+            raise
+        with exit_when_stopped(display.stopping):
+            raise
