@@ -1,17 +1,23 @@
 """Which training recipe makes the actor learn most in the same time: a comparison in one run.
 
+Everything goes through ``app.api`` into one store in ``--workdir`` (SPARRING_DATA_DIR is set
+there too, so its dataset snapshots and adapters stay beside it):
+
 1. The base model plays ``--train-tasks`` training problems of ``--train-source`` ``--samples``
-   times each (sampled at ``--temperature``, one actor turn; a scripted critic that approves,
-   so only the actor is a model) into a fresh store. Every recipe learns from these same logs.
+   times each (``api.play``: sampled at ``--temperature``, one actor turn; a scripted critic
+   that approves, so only the actor is a model). Every recipe learns from these same logs: each
+   dataset a recipe needs is built from them once (``api.build_dataset``) before any recipe runs.
    The defaults make data at the main job's rate: level-1 problems at temperature 0.3.
-2. Each recipe trains a fresh actor adapter (from the base) for at most ``--budget`` seconds:
-   rejection-sampling SFT, DPO (best vs worst of a task's samples), DPO with an NLL term on the
-   chosen side, offline PPO, online GRPO (its own rollouts inside the budget), and SFT then
-   DPO (half the budget each).
-3. The base model and every adapter answer the same problems greedily: by default the dev
-   set (``--eval-on dev``: the 4,001st-4,050th training problem of each level, which no
-   recipe trains on), since the winner is chosen from this table and choices are never made
-   on the held-out problems; ``--eval-on heldout`` checks a choice there. The table reports
+2. Each recipe trains a fresh actor adapter (from the base) for at most ``--budget`` seconds
+   (``api.train``): rejection-sampling SFT, DPO (best vs worst of a task's samples), DPO with an
+   NLL term on the chosen side, offline PPO, online GRPO (its own rollouts inside the budget, on
+   the training problems ``api.train`` loads from ``--train-source``: the first 100 of an
+   arithmetic source), and SFT then DPO (half the budget each, DPO continuing SFT's adapter).
+3. The base model and every adapter answer the same problems greedily (``api.evaluate``, in its
+   float32): by default the dev set (``--eval-on dev``: the 4,001st-4,050th training problem of
+   each level, which no recipe trains on, written to ``dev.jsonl`` in the workdir as a task
+   file), since the winner is chosen from this table and choices are never made on the
+   held-out problems; ``--eval-on heldout`` checks a choice there. The table reports
    pass@turn-1 with its 95% interval and each recipe's paired change against the base.
 
     python -m bench.learning_recipes                       # about 40 minutes on 2 CPU cores
@@ -21,7 +27,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -30,44 +35,33 @@ import time
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from app.settings import load_settings
-from app.wiring import PolicyFactory
-from evaluation.evaluator import EvaluationResult, Evaluator
-from graphs.games import get_game
-from graphs.math_reflection.options import ReflectionOptions
+from app import api
 from graphs.metrics.stats import Estimate, paired
-from graphs.policies.base import SamplingParams
-from graphs.policies.policy import Policy
-from graphs.runner import play
-from graphs.tasks import load_tasks
 from graphs.tasks.arithmetic import LEVELS, problems
-from graphs.tasks.base import Task
-from storage.engine import open_store
-from storage.recorder import Recorder
-from storage.records import RunRecord
-from training.datasets import DatasetError, LogFilter, build_snapshot, load_snapshot
-from training.jobs import run_training_job
-from training.registry import AdapterRecord
-from training.trainers.kinds import trainer_kind
+
+if TYPE_CHECKING:
+    from evaluation.evaluator import EvaluationResult
+    from training.datasets import SnapshotResult
 
 RECIPES = ("sft", "dpo", "dpo-nll", "ppo", "grpo", "sft-dpo")
-GAME = get_game("math-reflection")
-OPTIONS = ReflectionOptions(turns=1)
+GAME = "math-reflection"
+OPTIONS = {"turns": 1}
 CRITIC = "scripted:always-correct"
+BASE = "model:base"
 DEV_START = 4000
 """The dev set: DEV_START onwards of each level's training problems; training tasks stay below it."""
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One training job of a recipe: a trainer kind, config overrides and its share of the budget."""
+    """One training job of a recipe: a trainer kind, its config settings and its share of the budget."""
 
     kind: str
-    overrides: dict[str, Any]
+    settings: dict[str, Any]
     share: float = 1.0
 
 
@@ -79,6 +73,16 @@ STAGES: dict[str, list[Stage]] = {
     "grpo": [Stage("grpo", {"learning_rate": 1e-4, "max_completion_length": 96})],
     "sft-dpo": [Stage("sft", {}, 0.5), Stage("dpo", {}, 0.5)],
 }
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A recipe's last adapter and what its stages trained on, in how many steps and seconds."""
+
+    adapter: str
+    rows: int
+    steps: int
+    seconds: float
 
 
 def main() -> None:
@@ -104,60 +108,136 @@ def main() -> None:
         parser.error(f"unknown recipe(s) {', '.join(unknown)}; choose from {', '.join(RECIPES)}")
     if args.train_tasks > DEV_START:
         parser.error(f"--train-tasks must be at most {DEV_START}: the dev set starts there")
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparring-recipes-"))
+    if args.eval_on == "dev" and args.eval_tasks < len(LEVELS):
+        parser.error(f"--eval-tasks must be at least {len(LEVELS)} on the dev set: an equal share of each level")
+    workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="sparring-recipes-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    results = asyncio.run(compare(recipes, args, workdir))
+    os.environ["SPARRING_DATA_DIR"] = str(workdir)
+    try:
+        results = compare(recipes, args, workdir)
+    except api.SparringError as exc:
+        sys.exit(f"learning_recipes: {exc}")
     print_table(results, args)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
 
-async def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
-    settings = load_settings()
-    engine = open_store(f"sqlite:///{workdir / 'recipes.db'}")
-    sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
-    factory = PolicyFactory(settings, sampling, None)
-    try:
-        backend = factory.model_backend()
-        critic = await factory.policy("critic", CRITIC)
-        actor = Policy(backend, sampling)
-        train = load_tasks(args.train_source, n=args.train_tasks, seed=settings.seed, split="train")
-        say(f"playing {len(train)} training tasks x {args.samples} samples")
-        started = time.perf_counter()
-        await play_logged(engine, [t for t in train for _ in range(args.samples)],
-                          {"actor": actor, "critic": critic}, args.concurrency, settings.seed)
-        say(f"  {time.perf_counter() - started:.0f} s")
-        snapshots = build_datasets(engine, recipes, settings, workdir)
-        evaluate = Evaluator(engine, GAME, eval_tasks(args, settings.seed), settings.seed, OPTIONS,
-                             args.concurrency, say=say)
-        base = await evaluate({"actor": actor, "critic": critic}, label="base")
-        results = [{"recipe": "base (no training)", "rows": None, "steps": None, "train_s": 0.0,
-                    **figures(base, None)}]
-        for recipe in recipes:
-            say(f"recipe {recipe}")
-            try:
-                adapter, rows, steps, seconds = train_recipe(engine, recipe, args, settings, train, critic, workdir,
-                                                             snapshots)
-            except Exception as exc:  # one recipe failing (e.g. no pairs) must not lose the others
-                say(f"  {recipe} failed: {type(exc).__name__}: {exc}")
-                results.append({"recipe": recipe, "error": f"{type(exc).__name__}: {exc}"})
-                continue
-            await backend.load_adapter(adapter.name, str(adapter.path))
-            scored = await evaluate({"actor": Policy(backend, sampling, adapter=adapter.name), "critic": critic},
-                                    label=recipe)
-            results.append({"recipe": recipe, "rows": rows, "steps": steps, "train_s": seconds, "adapter": adapter.name,
-                            **figures(scored, base)})
-        return results
-    finally:
-        await factory.aclose()
+def compare(recipes: list[str], args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
+    """The base's figures, then each recipe's (or why it failed), all measured in this run."""
+    store = f"sqlite:///{workdir / 'recipes.db'}"
+    play_training(args, store)
+    snapshots = build_datasets(recipes, store)
+    eval_set = evaluation_set(args, workdir)
+    say("evaluating the base model")
+    base = evaluate(BASE, args, store, eval_set)
+    results = [{"recipe": "base (no training)", "rows": None, "steps": None, "train_s": 0.0, **figures(base, None)}]
+    for recipe in recipes:
+        say(f"recipe {recipe}")
+        try:
+            trained = train_recipe(recipe, args, store, workdir, snapshots)
+            scored = evaluate(f"model:{trained.adapter}", args, store, eval_set)
+        except api.SparringError as exc:  # one recipe failing (e.g. no pairs) must not lose the others
+            say(f"  {recipe} failed: {type(exc).__name__}: {exc}")
+            results.append({"recipe": recipe, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        results.append({"recipe": recipe, "rows": trained.rows, "steps": trained.steps, "train_s": trained.seconds,
+                        "adapter": trained.adapter, **figures(scored, base)})
+    return results
 
 
-def eval_tasks(args: argparse.Namespace, seed: int) -> list[Task]:
-    """The problems every policy answers: the dev set (an equal share of each level) or held-out ones."""
+def play_training(args: argparse.Namespace, store: str) -> None:
+    """The base model's sampled answers to the training problems, logged to the store."""
+    say(f"playing {args.train_tasks} training tasks x {args.samples} samples")
+    started = time.perf_counter()
+    played = api.play(GAME, episodes=args.train_tasks * args.samples, samples=args.samples,
+                      seats={"actor": BASE, "critic": CRITIC}, tasks=args.train_source, split="train",
+                      options=OPTIONS, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                      concurrency=args.concurrency, database_url=store)
+    say(f"  {played.succeeded}/{played.episodes} episodes succeeded, {time.perf_counter() - started:.0f} s")
+    if played.first_failure is not None:
+        say(f"  first failure: {played.first_failure}")
+
+
+def build_datasets(recipes: list[str], store: str) -> dict[str, SnapshotResult | api.InputError]:
+    """Every dataset the recipes need, built once from the shared logs before any recipe runs
+    (GRPO's own rollouts must not leak into the others' data); a kind with no rows keeps its error."""
+    kinds = {stage.kind for recipe in recipes for stage in STAGES[recipe]} - {"grpo"}
+    snapshots: dict[str, SnapshotResult | api.InputError] = {}
+    for kind in sorted(kinds):
+        try:
+            snapshots[kind] = api.build_dataset(kind, role="actor", game=GAME, since="all", split="train",
+                                                database_url=store)
+            say(f"{kind} dataset: {snapshots[kind].row_count} rows")
+        except api.InputError as exc:
+            snapshots[kind] = exc
+            say(f"{kind} dataset: none ({exc})")
+    return snapshots
+
+
+def train_recipe(recipe: str, args: argparse.Namespace, store: str, workdir: Path,
+                 snapshots: dict[str, SnapshotResult | api.InputError]) -> Trained:
+    """Run a recipe's stages in order, the first from the base, each next one continuing the previous one's adapter."""
+    jobs: list[api.TrainResult] = []
+    for number, stage in enumerate(STAGES[recipe], start=1):
+        parent = jobs[-1].adapter.name if jobs else None
+        jobs.append(train_stage(stage, args, store, config_file(stage, workdir / f"{recipe}-{number}.yaml"), parent,
+                                snapshots))
+        say(f"  {stage.kind}: {jobs[-1].rows} rows, {steps(jobs[-1])} steps, {seconds(jobs[-1]):.0f} s")
+    return Trained(jobs[-1].adapter.name, sum(job.rows for job in jobs), sum(map(steps, jobs)), sum(map(seconds, jobs)))
+
+
+def steps(job: api.TrainResult) -> int:
+    return int(job.metrics.get("steps", 0))
+
+
+def seconds(job: api.TrainResult) -> float:
+    return float(job.metrics.get("runtime_s", 0.0))
+
+
+def train_stage(stage: Stage, args: argparse.Namespace, store: str, settings: Path | None, parent: str | None,
+                snapshots: dict[str, SnapshotResult | api.InputError]) -> api.TrainResult:
+    """One stage's training job: from its dataset, or online (GRPO) against the scripted critic."""
+    common: dict[str, Any] = {"role": "actor", "game": GAME, "fresh": parent is None, "parent": parent,
+                              "epochs": args.epochs, "max_seconds": args.budget * stage.share,
+                              "config_file": settings, "database_url": store}
+    if stage.kind == "grpo":
+        job = api.train("grpo", tasks=args.train_source, seats={"critic": CRITIC}, **common)
+    else:
+        snapshot = snapshots[stage.kind]
+        if isinstance(snapshot, api.InputError):
+            raise snapshot
+        job = api.train(stage.kind, dataset=snapshot.id, **common)
+    assert job is not None  # None only in the other processes of `accelerate launch`
+    return job
+
+
+def config_file(stage: Stage, path: Path) -> Path | None:
+    """The stage's trainer settings as the YAML file ``api.train`` reads (JSON is YAML); None when it has none."""
+    if not stage.settings:
+        return None
+    path.write_text(json.dumps(stage.settings) + "\n")
+    return path
+
+
+def evaluation_set(args: argparse.Namespace, workdir: Path) -> tuple[str, str]:
+    """The task source and split every policy answers: the dev set (an equal share of each level,
+    as a task file) or the held-out problems."""
     if args.eval_on == "heldout":
-        return load_tasks("arithmetic", n=args.eval_tasks, seed=seed, split="heldout")
+        return "arithmetic", "heldout"
     per_level = args.eval_tasks // len(LEVELS)
-    return [task for level in LEVELS for task in islice(problems("train", level), DEV_START, DEV_START + per_level)]
+    dev = [task for level in LEVELS for task in islice(problems("train", level), DEV_START, DEV_START + per_level)]
+    path = workdir / "dev.jsonl"
+    path.write_text("".join(json.dumps({"question": t.question, "answer": f"#### {t.answer}"}) + "\n" for t in dev))
+    return str(path), "eval"
+
+
+def evaluate(actor: str, args: argparse.Namespace, store: str, eval_set: tuple[str, str]) -> EvaluationResult:
+    """``actor`` (a seat spec) answering the evaluation set greedily beside the scripted critic."""
+    tasks, split = eval_set
+    report = api.evaluate(GAME, seats={"actor": actor, "critic": CRITIC}, tasks=tasks, split=split,
+                          n=args.eval_tasks, options=OPTIONS, max_new_tokens=args.max_new_tokens,
+                          concurrency=args.concurrency, database_url=store)
+    return report.sets[0].result
 
 
 def figures(scored: EvaluationResult, base: EvaluationResult | None) -> dict[str, Any]:
@@ -168,68 +248,6 @@ def figures(scored: EvaluationResult, base: EvaluationResult | None) -> dict[str
         result["vs base"] = comparison.to_dict()
         result["change"] = f"{comparison.difference.signed(with_n=False)}, p={comparison.p_text(2)}"
     return result
-
-
-def build_datasets(engine, recipes: list[str], settings, workdir: Path) -> dict[str, Any]:
-    """Every dataset the recipes need, built once from the shared logs before any recipe runs
-    (GRPO's own rollouts must not leak into the others' data)."""
-    kinds = {stage.kind for recipe in recipes for stage in STAGES[recipe]} - {"grpo"}
-    snapshots: dict[str, Any] = {}
-    for kind in sorted(kinds):
-        try:
-            snapshots[kind] = build_snapshot(engine, kind, "actor", game=GAME.name, base_model=settings.model,
-                                             out_dir=workdir / "datasets", since=None,
-                                             log_filter=LogFilter(split="train"), seed=settings.seed)
-            say(f"{kind} dataset: {snapshots[kind].row_count} rows")
-        except DatasetError as exc:
-            snapshots[kind] = exc
-            say(f"{kind} dataset: none ({exc})")
-    return snapshots
-
-
-def train_recipe(engine, recipe, args, settings, train_tasks, critic, workdir,
-                 snapshots) -> tuple[AdapterRecord, int, int, float]:
-    """Run a recipe's stages in order, each continuing from the previous one's adapter."""
-    parent, rows_used, steps, seconds = None, 0, 0, 0.0
-    for stage in STAGES[recipe]:
-        config_type = trainer_kind(stage.kind).config_type
-        config = config_type(model=settings.model, device=settings.device, seed=settings.seed,
-                             num_train_epochs=args.epochs, max_seconds=args.budget * stage.share,
-                             **stage.overrides)
-        common = {"config": config, "adapters_root": workdir / "adapters", "cache_dir": settings.cache_dir,
-                  "parent": parent}
-        if stage.kind == "grpo":
-            with Recorder(engine) as sink:
-                run = RunRecord.new(GAME.name, {"purpose": "grpo rollouts"}, settings.seed)
-                sink.start_run(run)
-                job = run_training_job(engine, kind="grpo", role="actor", rows=train_tasks, **common,
-                                       extra={"game": GAME.name, "other_policies": {"critic": critic}, "sink": sink,
-                                              "run_id": run.id, "options": OPTIONS})
-                sink.finish_run(run.id, "finished", {})
-            rows = len(train_tasks)
-        else:
-            snapshot = snapshots[stage.kind]
-            if isinstance(snapshot, Exception):
-                raise snapshot
-            data = load_snapshot(engine, snapshot.id, role="actor", base_model=settings.model, kind=stage.kind)
-            job = run_training_job(engine, kind=stage.kind, role="actor", rows=data,
-                                   dataset_snapshot_id=snapshot.id, **common)
-            rows = snapshot.row_count
-        parent = job.adapter
-        rows_used += rows
-        steps += int(job.metrics.get("steps", 0))
-        seconds += float(job.metrics.get("runtime_s", 0.0))
-        say(f"  {stage.kind}: {rows} rows, {steps} steps, {seconds:.0f} s")
-    return parent, rows_used, steps, seconds
-
-
-async def play_logged(engine, tasks, policies, concurrency: int, seed: int) -> None:
-    run = RunRecord.new(GAME.name, {"purpose": "recipe data"}, seed)
-    with Recorder(engine) as recorder:
-        recorder.start_run(run)
-        await play(GAME, tasks, policies, recorder, concurrency=concurrency, seed=seed, options=OPTIONS,
-                   run_id=run.id)
-        recorder.finish_run(run.id, "finished", {})
 
 
 def print_table(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
