@@ -17,8 +17,8 @@ from sqlalchemy import Engine
 from app.interrupts import run_interruptible
 from app.settings import Settings
 from graphs.context import GameOptions
+from graphs.episodes import EpisodeSummary, PlayReport
 from graphs.policies.base import SamplingParams
-from graphs.runner import EpisodeSummary, PlayReport
 from graphs.tasks.base import Task
 from storage.recorder import Recorder
 from storage.records import EpisodeStatus, RunRecord
@@ -70,8 +70,8 @@ def play_share(
     """
     from app.seat_draws import episode_policies
     from app.wiring import PolicyFactory
-    from graphs.games import get_game
-    from graphs.runner import play
+    from graphs.episodes import play
+    from graphs.registry import get_game
 
     spec = get_game(job.game)
     factory = PolicyFactory(job.settings, job.sampling, engine, deciding=job.deciding)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from app.wiring import PolicyFactory, SeatSpecError
-from graphs.games import GameSpec
 from graphs.policies.policy import Policy
 from graphs.policies.pools import DrawnSeat, DrawSpec, EpisodePolicies, parse_draw
+from graphs.registry import GameSpec
 
 BASE_MEMBER = "model:base"
 """the first member of a role's history: the base model, before any version"""

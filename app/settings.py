@@ -20,7 +20,7 @@ from storage.redact import register_secret
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 PREFIX = "SPARRING_"
 OTHER_VARIABLES = frozenset({
-    "SPARRING_GAMES",  # graphs/games.py: further game modules
+    "SPARRING_GAMES",  # graphs/registry.py: further game modules
     "SPARRING_API_TOKEN",  # app/server/security.py: the token of `sparring serve`
     "SPARRING_TEST_POSTGRES_URL",  # tests/conftest.py: the PostgreSQL server tests use
     "SPARRING_BENCH_POSTGRES_URL",  # bench/common.py: the PostgreSQL server benchmarks use

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine
 
 from app.settings import Settings, load_settings
-from graphs.games import GameSpec, judge_prompt_readers, known_bots
 from graphs.options import GameOptions, describe
 from graphs.policies.base import Backend, SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.pools import DrawSpecError, parse_draw
 from graphs.policies.verifier import verifier_name
+from graphs.registry import GameSpec, judge_prompt_readers, known_bots
 
 if TYPE_CHECKING:
     from graphs.policies.deciding import FloatTwins
@@ -281,7 +281,7 @@ class PolicyFactory:
             raise SeatSpecError(f"seat {seat} ({spec}): a pool or schedule changes policy from episode to episode, "
                                 "and this command plays fixed policies; name one of its members instead")
         if spec.startswith("scripted:"):
-            from graphs.games import scripted_bot
+            from graphs.registry import scripted_bot
 
             backend = scripted_bot(spec.removeprefix("scripted:"))
             self.backends.append(backend)

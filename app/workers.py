@@ -34,8 +34,8 @@ from sqlalchemy import Engine
 
 from app.interrupts import exit_code, interruption
 from app.playing import PlayJob, play_share, summarize
-from graphs.games import game_modules, game_registry
-from graphs.runner import EpisodeSummary
+from graphs.episodes import EpisodeSummary
+from graphs.registry import game_modules, game_registry
 from graphs.tasks.base import Task
 from storage.models import RunStatus
 from storage.orphans import fail_exited_workers

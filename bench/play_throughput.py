@@ -46,13 +46,13 @@ from sqlalchemy import select
 
 from app.settings import load_settings
 from bench.backend_throughput import raw_generate
-from graphs.games import get_game
+from graphs.episodes import play
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.math_reflection.prompts import actor_messages
 from graphs.policies.base import SamplingParams
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
-from graphs.runner import play
+from graphs.registry import get_game
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.models import Turn, TurnPayload

@@ -41,10 +41,10 @@ from evaluation.families import by_family
 from evaluation.metrics import run_estimates
 from evaluation.replay import GreedyReplay
 from graphs.context import GameOptions
-from graphs.games import GameSpec
+from graphs.episodes import play
 from graphs.metrics.stats import Estimate
 from graphs.policies.policy import Policy
-from graphs.runner import play
+from graphs.registry import GameSpec
 from graphs.tasks.base import Task
 from storage.models import Episode, Run
 from storage.queries import in_run

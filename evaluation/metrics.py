@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, select
 
-from graphs.games import UnknownGameError, get_game
 from graphs.metrics.run_metrics import RunMetrics
+from graphs.registry import UnknownGameError, get_game
 from storage.models import Base
 
 _T = Base.metadata.tables

@@ -154,7 +154,7 @@ def read_games(engine: Engine, game: str | None = None) -> list[RatedGame]:
 
 def _judge_seats(games: set[str]) -> dict[str, set[str]]:
     """The judge seats of each registered game (a game no longer registered: none known)."""
-    from graphs.games import game_registry
+    from graphs.registry import game_registry
 
     registry = game_registry()
     return {g: {s.name for s in registry[g].seats if s.kind == "judge"} for g in games if g in registry}

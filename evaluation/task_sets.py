@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from evaluation.evaluator import Deciding, Evaluator, PhaseProgress, Player
 from evaluation.families import family_of
 from graphs.context import GameOptions
-from graphs.games import GameSpec
+from graphs.registry import GameSpec
 from graphs.tasks.base import Task, TaskSourceError
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from graphs.game import GameSpec
-from graphs.runner import PlayReport, play
+from graphs.contract import GameSpec
+from graphs.episodes import PlayReport, play
 from storage.recorder import Recorder
 from storage.records import RunRecord
 

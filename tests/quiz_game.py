@@ -1,4 +1,4 @@
-"""quiz: a one-seat game written only against the game contract (graphs/game.py), for
+"""quiz: a one-seat game written only against the game contract (graphs/contract.py), for
 tests/test_game_contract.py. Nothing in sparring names it: it joins the registry through
 SPARRING_GAMES=quiz_game, as a user's own game would.
 
@@ -19,8 +19,8 @@ from langgraph.runtime import Runtime
 from sqlalchemy import Engine, select
 
 from graphs.context import EpisodeContext
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.credit import CORRECT, CreditRule, CreditTurn
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric
 from graphs.judges.answers import extract_answer
 from graphs.judges.verifier import is_correct
 from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means

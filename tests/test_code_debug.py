@@ -21,10 +21,10 @@ from graphs.code_debug.game import GAME
 from graphs.code_debug.make_tasks import tasks_of
 from graphs.code_debug.mutate import mutate, mutations, normalise
 from graphs.code_debug.tasks import DATA, SHIPPED, load_code_tasks, read_tasks, split_of
-from graphs.games import scripted_bot
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
+from graphs.registry import scripted_bot
 from graphs.sandbox import Limits, Sandbox
 from graphs.sandbox.probe import probe
 from graphs.tasks.base import Task, TaskSourceError

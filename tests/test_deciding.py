@@ -13,12 +13,12 @@ from tiny_model import save_random_lora, tiny_model, tiny_tokenizer
 from app.settings import load_settings
 from app.wiring import PolicyFactory
 from evaluation.evaluator import Evaluator
-from graphs.games import get_game, scripted_bot
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.policies.base import SamplingParams
 from graphs.policies.deciding import FloatTwins
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.models import Run

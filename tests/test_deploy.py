@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import select
 
 from evaluation.evaluator import Evaluator
-from graphs.games import get_game, scripted_bot
+from graphs.episodes import play
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend
-from graphs.runner import play
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks import load_tasks
 from graphs.tasks.base import Task
 from storage.engine import open_store

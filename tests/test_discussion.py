@@ -18,16 +18,16 @@ from typer.testing import CliRunner
 from app.cli import app
 from app.settings import load_settings
 from app.wiring import PolicyFactory, SeatSpecError, other_base_model, parse_seat_specs
+from graphs.contract import GameContractError, GameSpec
 from graphs.discussion import prompts
 from graphs.discussion.state import AGENTS
-from graphs.game import GameContractError, GameSpec
-from graphs.games import get_game
+from graphs.episodes import play
 from graphs.judges.answers import extract_answer
 from graphs.metrics.stats import wilson
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend
-from graphs.runner import play
+from graphs.registry import get_game
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.models import Episode, EpisodePayload, Reward, Run, Turn, TurnPayload

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings
-from graphs.games import game_registry
+from graphs.registry import game_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"

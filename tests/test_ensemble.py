@@ -17,13 +17,13 @@ from typer.testing import CliRunner
 from app.cli import app
 from graphs.ensemble import prompts
 from graphs.ensemble.variants import VARIANTS
-from graphs.games import get_game
+from graphs.episodes import play
 from graphs.metrics.stats import wilson
 from graphs.policies.base import SamplingParams
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend
-from graphs.runner import play
+from graphs.registry import get_game
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.models import Episode, Reward, Turn

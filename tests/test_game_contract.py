@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 from app.cli import app
 from app.workers import preload
 from evaluation.evaluator import Evaluator
-from graphs.games import EXTRA_GAMES_ENV, UnknownGameError, get_game
+from graphs.episodes import play
 from graphs.options import GameOptionError
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend
-from graphs.runner import play
+from graphs.registry import EXTRA_GAMES_ENV, UnknownGameError, get_game
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.recorder import Recorder

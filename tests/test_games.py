@@ -13,7 +13,6 @@ from tiny_model import tiny_model, tiny_tokenizer
 
 from graphs.context import EpisodeContext
 from graphs.debate import prompts as debate_prompts
-from graphs.games import GameSpec, get_game, scripted_bot
 from graphs.math_reflection import prompts as reflection_prompts
 from graphs.options import GameOptions, describe
 from graphs.policies.base import (
@@ -27,6 +26,7 @@ from graphs.policies.base import (
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
+from graphs.registry import GameSpec, get_game, scripted_bot
 from graphs.tasks.base import Task
 
 REFLECTION = get_game("math-reflection")

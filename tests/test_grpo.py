@@ -17,10 +17,10 @@ from memory_sink import MemorySink
 from safetensors.torch import load_file
 from tiny_model import save_tiny_model
 
-from graphs.games import scripted_bot
 from graphs.math_reflection import nodes
 from graphs.policies.adapter_folder import WEIGHTS_FILE
 from graphs.policies.policy import Policy
+from graphs.registry import scripted_bot
 from graphs.tasks.base import Task
 from storage.records import EpisodeStatus
 from training.trainers import GRPOTrainingConfig, LoraSettings, TrainerError, read_metadata, train_grpo

@@ -13,12 +13,12 @@ from types import SimpleNamespace
 
 from memory_sink import MemorySink
 
-from graphs.games import get_game, scripted_bot
+from graphs.episodes import play
 from graphs.negotiation.bots import BOTS as NEGOTIATORS
 from graphs.negotiation.tasks import load_negotiation_tasks
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
-from graphs.runner import play
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks.base import Task
 from training.trainers import GRPOTrainingConfig
 from training.trainers.grpo import REWARD_KEY, GameRollout, _Tap

@@ -11,8 +11,8 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from app.cli import app
-from graphs.games import game_registry
 from graphs.options import cli_flag, option_fields
+from graphs.registry import game_registry
 
 runner = CliRunner()
 NARROW = {"COLUMNS": "80", "TERMINAL_WIDTH": "80"}

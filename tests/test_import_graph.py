@@ -22,9 +22,9 @@ PACKAGES = ("storage", "graphs", "evaluation", "training", "app")
 GRAPHS_LAYERS = (
     ("kit", ("graphs", "graphs.options", "graphs.seats", "graphs.seeds", "graphs.credit", "graphs.metrics",
              "graphs.tasks", "graphs.judges", "graphs.sandbox", "graphs.policies")),
-    ("episode", ("graphs.context", "graphs.game", "graphs.judging")),
+    ("episode", ("graphs.context", "graphs.contract", "graphs.judging")),
     ("games", ()),  # every other package under graphs/
-    ("registry", ("graphs.games", "graphs.runner")),
+    ("registry", ("graphs.registry", "graphs.episodes")),
 )
 """bottom to top, inside graphs/: a module imports only its own layer and those before it"""
 
@@ -137,8 +137,8 @@ def test_a_game_imports_no_other_game() -> None:
 def test_the_rules_see_what_they_check() -> None:
     """The graph holds what the rules are about: games, their kit, and every package."""
     graph = import_graph()
-    assert {"graphs.debate.game", "graphs.math_reflection.game", "graphs.games"} <= set(graph)
-    assert {"graphs.game", "graphs.debate.bots", "graphs.tasks"} <= graph["graphs.debate.game"]
+    assert {"graphs.debate.game", "graphs.math_reflection.game", "graphs.registry"} <= set(graph)
+    assert {"graphs.contract", "graphs.debate.bots", "graphs.tasks"} <= graph["graphs.debate.game"]
     assert {"graphs.metrics.run_metrics", "storage.queries"} <= graph["graphs.math_reflection.metrics"]
     assert {_game(m) for m in graph} >= {"debate", "ensemble", "discussion", "math_reflection", "story",
                                          "negotiation", "retrieval", "code_debug", "textarena_games"}
@@ -148,7 +148,7 @@ def test_the_rules_see_what_they_check() -> None:
 def test_reading_the_game_registry_loads_no_graph_engine_and_no_model_library() -> None:
     """Every command reads every game's spec (its options are CLI options): a spec names its graph
     by module, and LangGraph, torch and transformers load only when a game is played."""
-    probe = ("import sys; from graphs.games import game_registry; game_registry(); "
+    probe = ("import sys; from graphs.registry import game_registry; game_registry(); "
              "print(sorted(m for m in ('langgraph', 'torch', 'transformers') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr

@@ -13,13 +13,13 @@ import pytest
 
 from evaluation.metrics import run_estimates, run_metrics
 from graphs.debate.options import DebateOptions
-from graphs.games import get_game, scripted_bot
+from graphs.episodes import play
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.metrics.stats import paired, wilson
 from graphs.policies.base import ChoiceUnsupportedError
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
-from graphs.runner import play
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks.base import Task
 from storage.engine import open_store
 from storage.recorder import Recorder

@@ -18,7 +18,7 @@ from model_logs import as_model_turns
 from sqlalchemy import select
 from unconstrained import UnconstrainedBackend
 
-from graphs.games import scripted_bot
+from graphs.episodes import play
 from graphs.negotiation import credit
 from graphs.negotiation.bots import BOTS as NEGOTIATORS
 from graphs.negotiation.game import GAME
@@ -34,7 +34,7 @@ from graphs.policies.base import (
 )
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
-from graphs.runner import play
+from graphs.registry import scripted_bot
 from graphs.tasks.base import TaskSourceError
 from storage.engine import open_store
 from storage.models import Judgment, Turn

@@ -12,11 +12,12 @@ import openai
 import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
+from uvicorn_thread import free_port
+from vllm_double import EOS, VllmDouble
 
 from app.cli import app
 from app.settings import load_settings
 from app.wiring import PolicyFactory, SeatSpecError, parse_seat_specs
-from graphs.games import get_game
 from graphs.policies.base import (
     BackendError,
     Choice,
@@ -26,10 +27,9 @@ from graphs.policies.base import (
     UnknownAdapterError,
 )
 from graphs.policies.openai_backend import OpenAIBackend, RetryPolicy, with_retries
+from graphs.registry import get_game
 from storage.engine import open_store
 from storage.models import Episode, EpisodePayload, Turn, TurnPayload
-from uvicorn_thread import free_port
-from vllm_double import EOS, VllmDouble
 
 FAST = RetryPolicy(retries=4, initial_delay_s=0.01, max_delay_s=0.05)
 HI = [{"role": "user", "content": "What is 2 + 3?"}]

@@ -19,11 +19,11 @@ from app.cli import app
 from app.seat_draws import RoundDraws, members, resolve
 from app.settings import load_settings
 from app.wiring import PolicyFactory
-from graphs.games import get_game, scripted_bot
+from graphs.episodes import play
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.pools import DrawnSeat, DrawSpec, DrawSpecError, EpisodePolicies, parse_draw
-from graphs.runner import play
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks.base import Task
 from storage.engine import open_store
 from storage.models import Run

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from app.cli import app
 from evaluation.ratings import ELO, RatedGame, fit_ratings, ladders, player_name, read_games
-from graphs.games import get_game, scripted_bot
+from graphs.episodes import play
 from graphs.policies.policy import Policy
-from graphs.runner import play
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks.base import Task
 from storage.engine import open_store
 from storage.recorder import Recorder

@@ -13,10 +13,10 @@ from sqlalchemy import Engine, update
 from typer.testing import CliRunner
 
 from app.cli import app
-from graphs.game import GameContractError, GameSpec, Refinements
-from graphs.games import get_game
+from graphs.contract import GameContractError, GameSpec, Refinements
 from graphs.math_reflection.game import with_answer_line
 from graphs.math_reflection.prompts import refine_messages
+from graphs.registry import get_game
 from storage.recorder import Recorder
 from storage.rows import TURN_PAYLOADS
 from tests.test_datasets import BASE, actor_prompt, build, play_math, rows_of

@@ -12,11 +12,11 @@ from tiny_model import tiny_model, tiny_tokenizer
 
 from evaluation.evaluator import Evaluator
 from evaluation.replay import GreedyReplay
-from graphs.games import get_game, scripted_bot
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.models import Episode, Turn, TurnPayload

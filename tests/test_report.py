@@ -16,11 +16,11 @@ from app.cli import app
 from evaluation.evaluator import Evaluator
 from evaluation.plots import metric_panels
 from evaluation.report import figure_path, policies_name, read_report
-from graphs.games import get_game, scripted_bot
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.metrics.stats import Estimate, wilson
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.recorder import Recorder

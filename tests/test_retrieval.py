@@ -19,11 +19,11 @@ from unconstrained import UnconstrainedBackend
 
 from app.cli import app
 from evaluation.evaluator import Evaluator
-from graphs.games import get_game, scripted_bot
 from graphs.metrics.stats import wilson
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
+from graphs.registry import get_game, scripted_bot
 from graphs.retrieval import world
 from graphs.retrieval.answers import matches, numbers, parse_action, read_reply, states
 from graphs.retrieval.bots import keyword_lookup_bot, near_miss_bot

@@ -28,7 +28,7 @@ from evaluation.verifier_report import NoAnswersError, verifier_report
 from graphs.debate import prompts as debate_prompts
 from graphs.ensemble import prompts as ensemble_prompts
 from graphs.ensemble.variants import VARIANTS
-from graphs.games import get_game, judge_prompt_readers
+from graphs.episodes import play
 from graphs.judges.reward_verifier import JudgePromptError, read_judge_prompt
 from graphs.metrics.stats import mean_of_proportions, wilson
 from graphs.policies.adapter_folder import CONFIG_FILE, WEIGHTS_FILE
@@ -37,7 +37,7 @@ from graphs.policies.policy import Policy
 from graphs.policies.reward_model import RewardModel, load_reward_base
 from graphs.policies.scripted import BOTS, ScriptedBackend
 from graphs.policies.verifier import VerifierBackend
-from graphs.runner import play
+from graphs.registry import get_game, judge_prompt_readers
 from graphs.tasks.base import Task
 from storage.engine import open_store
 from storage.recorder import Recorder

@@ -11,12 +11,12 @@ import uuid
 import pytest
 
 from evaluation.metrics import run_metrics
-from graphs.games import get_game, scripted_bot
+from graphs.episodes import play
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.policies.base import BackendError
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BOTS, ScriptedBackend
-from graphs.runner import play
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.queries import EpisodeFilter, get_episode, list_episodes

@@ -13,11 +13,11 @@ from test_loop_cli import cli, env, runner  # noqa: F401  (env is a fixture)
 from app.cli import app
 from evaluation.evaluator import Evaluator
 from evaluation.screen import ScreenError, not_right
-from graphs.games import get_game, scripted_bot
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
+from graphs.registry import get_game, scripted_bot
 from graphs.tasks import load_tasks
 from storage.engine import open_store
 from storage.models import Episode, Run

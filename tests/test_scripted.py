@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from graphs.games import known_bots, scripted_bot
 from graphs.judges.answers import extract_answer
 from graphs.judges.verdict import parse_verdict
 from graphs.policies.base import (
@@ -21,6 +20,7 @@ from graphs.policies.base import (
 )
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import BASE, BOTS, ScriptedBackend, named_option
+from graphs.registry import known_bots, scripted_bot
 
 
 def ask(

@@ -19,12 +19,12 @@ from unconstrained import UnconstrainedBackend
 
 from app.cli import app
 from evaluation.evaluator import Evaluator
-from graphs.games import get_game, scripted_bot
+from graphs.episodes import play
 from graphs.metrics.stats import wilson
 from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
-from graphs.runner import play
+from graphs.registry import get_game, scripted_bot
 from graphs.story import bots, prompts
 from graphs.story.constraints import Constraints
 from graphs.story.rules import check_passage, negation_pattern, new_words

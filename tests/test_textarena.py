@@ -24,12 +24,12 @@ from memory_sink import MemorySink
 from model_logs import as_model_turns
 from sqlalchemy import select
 
-from graphs.games import scripted_bot
+from graphs.episodes import play
 from graphs.options import option_docs
 from graphs.policies.base import BackendError, GenerationRequest, SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.scripted import ScriptedBackend
-from graphs.runner import play
+from graphs.registry import scripted_bot
 from graphs.tasks.base import TaskSourceError
 from graphs.textarena_games import credit
 from graphs.textarena_games.bots import BOTS, PASS, legal_moves
@@ -146,7 +146,7 @@ def test_an_episode_draws_from_its_own_random_state_and_leaves_the_process_one_a
 
 def test_the_game_spec_loads_without_importing_textarena() -> None:
     """The CLI reads every game's spec at start; importing textarena takes a second or more."""
-    code = "import sys, graphs.games as g; g.get_game('textarena'); print('textarena' in sys.modules)"
+    code = "import sys, graphs.registry as g; g.get_game('textarena'); print('textarena' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -16,11 +16,11 @@ from sqlalchemy import Engine
 from typer.testing import CliRunner
 
 from app.cli import app
-from graphs.game import GameContractError, GameSpec, TruthVerdicts
-from graphs.games import get_game
+from graphs.contract import GameContractError, GameSpec, TruthVerdicts
 from graphs.judges.arithmetic import checker_notes
 from graphs.judges.verdict import parse_verdict
 from graphs.math_reflection.prompts import critic_messages
+from graphs.registry import get_game
 from storage.recorder import Recorder
 from tests.test_datasets import BASE, QUESTIONS, build, play_math, record_math_log, rows_of
 from tests.test_games import play_reflection, replay

@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 
 from evaluation.evaluator import EvaluationResult, Evaluator
 from evaluation.families import FamilyFinding, compare_families
-from graphs.game import GameContractError, GateMetric
+from graphs.contract import GameContractError, GateMetric
 from graphs.metrics.stats import Estimate, PairedComparison, paired
 from graphs.policies.base import Backend
 from graphs.policies.policy import Policy

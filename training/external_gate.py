@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, func, select
 
 from evaluation.evaluator import EvaluationResult
-from graphs.game import GateMetric
+from graphs.contract import GateMetric
 from graphs.metrics.run_metrics import per_task_means, task_means
 from storage.rows import EPISODES, REWARDS, TURNS
 from training.adapter_files import verify_folder

@@ -21,9 +21,9 @@ from sqlalchemy import Engine, select
 
 from evaluation.evaluator import EvaluationResult, Evaluator, PhaseProgress
 from graphs.context import GameOptions
-from graphs.games import GameSpec
+from graphs.episodes import play
 from graphs.policies.base import Backend
-from graphs.runner import play
+from graphs.registry import GameSpec
 from graphs.tasks.base import Task
 from storage.models import Episode
 from storage.recorder import Recorder
@@ -265,8 +265,8 @@ async def _practise(engine, game: GameSpec, live, recorder, config: RetrainConfi
     practice = game.practice
     if not config.practice or practice is None:
         return []
-    from graphs.games import scripted_bot
     from graphs.policies.policy import Policy
+    from graphs.registry import scripted_bot
 
     policies = live()
     for seat, bot in practice.stand_ins.items():

@@ -91,8 +91,8 @@ def sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows:
     if max_rows is not None and verdicts != "truth":
         raise InputError("--max-rows caps the rows of --verdicts truth only: add --verdicts truth, or leave "
                          "--max-rows out")
-    from graphs.game import GameContractError
-    from graphs.games import UnknownGameError
+    from graphs.contract import GameContractError
+    from graphs.registry import UnknownGameError
     from training.datasets import SFTOptions
     from training.datasets.sft import refinements_of
     from training.datasets.truth_verdicts import truth_verdicts_of

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from app.api.errors import InputError, RunError, one_line
 from app.api.store import clean_up_stale_work, open_store, settings
-from graphs.games import game_registry
+from graphs.registry import game_registry
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -119,9 +119,9 @@ def _deploy_registered(role: str, candidate: str | None, game: str, *, tasks: st
     from app.interrupts import run_interruptible
     from app.wiring import PolicyFactory, SeatSpecError, parse_seat_specs, seat_args
     from evaluation.task_sets import evaluation_sets, evaluators
-    from graphs.games import UnknownGameError, get_game
     from graphs.policies.adapter_folder import AdapterFolderError
     from graphs.policies.base import BackendError, SamplingParams
+    from graphs.registry import UnknownGameError, get_game
     from graphs.tasks.base import TaskSourceError
     from training.deploy import GateError, LivePolicies, gate_and_deploy
     from training.registry import RegistryError, get_version, newest_candidate

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from app.ray_workers import Cluster
     from app.settings import Settings
     from evaluation.evaluator import EvaluationResult
-    from graphs.game import GameSpec
+    from graphs.contract import GameSpec
     from graphs.tasks.base import Task
 
 OPTION_DEFAULTS: dict[str, Any] = {"turns": 2}
@@ -107,8 +107,8 @@ def evaluate(
     """
     from app.wiring import SeatSpecError, parse_seat_specs, seat_args
     from evaluation.task_sets import evaluation_sets, only_families
-    from graphs.games import UnknownGameError, get_game
     from graphs.options import option_fields
+    from graphs.registry import UnknownGameError, get_game
     from graphs.tasks.base import TaskSourceError
 
     progress = progress or _Silent()

@@ -119,8 +119,8 @@ def play(
     from app.playing import PlayJob
     from app.seat_draws import check_draws
     from app.wiring import SeatSpecError, check_versions, parse_seat_specs, seat_args
-    from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
+    from graphs.registry import UnknownGameError, get_game
     from graphs.tasks.base import TaskSourceError
 
     progress = progress or _Silent()

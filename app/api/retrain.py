@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from app.api.deploy import SCRIPT_HELP
 from app.api.errors import InputError, RunError
 from app.api.store import clean_up_stale_work, open_store, settings
-from graphs.games import game_registry
+from graphs.registry import game_registry
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from app.settings import Settings
     from evaluation.evaluator import EvaluationResult
     from graphs.context import GameOptions
-    from graphs.game import GameSpec
+    from graphs.contract import GameSpec
     from graphs.tasks.base import Task
     from training.config_file import RetrainFile
     from training.loop import RetrainConfig, RoundOutcome, RoundsOutcome
@@ -250,7 +250,7 @@ def _with_file(config_file: str | Path | None, given: dict[str, Any]) -> tuple[d
 
 def _config(game: str, merged: dict[str, Any], source: str) -> tuple[GameSpec, RetrainConfig]:
     """The game and each round's settings, with the game's choices where none was made."""
-    from graphs.games import UnknownGameError, get_game
+    from graphs.registry import UnknownGameError, get_game
     from training.loop import RetrainConfig, default_judge_rows
 
     try:
@@ -316,8 +316,8 @@ def _plan(spec: GameSpec, config: RetrainConfig, chosen: Settings, options: Mapp
     trained on and held out, a seat the game lacks."""
     from app.wiring import SeatSpecError, parse_seat_specs, seat_args
     from evaluation.task_sets import check_held_out, evaluation_sets
-    from graphs.games import UnknownGameError
     from graphs.options import option_fields
+    from graphs.registry import UnknownGameError
     from graphs.tasks.base import TaskSourceError
     from training.loop import sft_options
 

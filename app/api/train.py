@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from app.settings import Settings
     from evaluation.screen import Screened
-    from graphs.game import GameSpec
+    from graphs.contract import GameSpec
     from graphs.tasks.base import Task
     from training.datasets import BuilderOptions
     from training.jobs import JobResult
@@ -324,8 +324,8 @@ def _online(engine: Engine, chosen: Settings, game: str, role: str, tasks: str |
     seat spec, gets wrong, with ``screen``), the other seats' policies and a run that logs every
     rollout episode."""
     from app.wiring import PolicyFactory, SeatSpecError, parse_seat_specs, seat_args
-    from graphs.games import UnknownGameError, get_game
     from graphs.policies.base import SamplingParams
+    from graphs.registry import UnknownGameError, get_game
     from graphs.tasks.base import TaskSourceError
     from storage.recorder import Recorder
     from storage.records import RunRecord

@@ -22,7 +22,7 @@ def _filter(engine, *, game: str | None, status: str | None, seat: str | None, r
     """The EpisodeFilter of the options, each checked: a game, status or seat that does not
     exist would match nothing, silently, so it is an error that lists the valid values; a run
     is given by its id or a unique start of it."""
-    from graphs.games import game_registry
+    from graphs.registry import game_registry
     from storage.logged import logged_games, logged_seats
     from storage.queries import EpisodeFilter, resolve_run_id
     from storage.records import EpisodeStatus

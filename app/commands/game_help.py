@@ -13,7 +13,7 @@ from typing import Any
 
 from typer.core import TyperCommand
 
-from graphs.game import GameSpec
+from graphs.contract import GameSpec
 from graphs.options import cli_flag, option_docs, option_fields
 from graphs.policies.scripted import BOTS
 
@@ -83,7 +83,7 @@ def game_facts(game: GameSpec, flags: dict[str, str] | None = None) -> GameFacts
 def named_game(args: list[str], *, positional: bool) -> str | None:
     """The registered game the command line names: ``--game NAME`` (or ``--game=NAME``), or, for
     a command whose game is an argument, any word that is a game's name."""
-    from graphs.games import game_registry
+    from graphs.registry import game_registry
 
     games = game_registry()
     for i, word in enumerate(args):
@@ -108,7 +108,7 @@ class GameHelpCommand(TyperCommand):
         return super().parse_args(ctx, args)
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
-        from graphs.games import UnknownGameError, get_game
+        from graphs.registry import UnknownGameError, get_game
 
         positional = any(p.name == "game" and p.param_type_name == "argument" for p in self.params)
         name = named_game(ctx.meta.get(ARGS_KEY, []), positional=positional)

@@ -16,9 +16,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from graphs.game import GameSpec
-from graphs.games import game_registry
+from graphs.contract import GameSpec
 from graphs.options import GameOptions, cli_flag, option_docs, option_fields
+from graphs.registry import game_registry
 
 F = TypeVar("F", bound=Callable[..., Any])
 PARAMETER = "game_options"

@@ -26,8 +26,8 @@ def games(fmt: FormatOption = Format.table) -> None:
 
     Example: `sparring games`
     """
-    from graphs.games import game_registry
     from graphs.options import cli_flag, option_fields
+    from graphs.registry import game_registry
 
     rows = [
         {"game": g.name, "seats": ", ".join(f"{s.name} ({s.kind})" for s in g.seats),

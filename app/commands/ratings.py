@@ -44,7 +44,7 @@ def ratings(
     from evaluation.ladder_plot import ladder_plot
     from evaluation.ratings import RatingsError, ladders
     from evaluation.report import figure_path
-    from graphs.games import UnknownGameError, get_game
+    from graphs.registry import UnknownGameError, get_game
 
     settings = settings_or_exit(database_url=db)
     try:

@@ -66,7 +66,7 @@ def shell_line(env: dict[str, str], argv: list[str]) -> str:
 
 def learner_roles() -> list[str]:
     """Every learner seat of every game: each may get an adapter."""
-    from graphs.games import game_registry
+    from graphs.registry import game_registry
     from graphs.seats import SeatKind
 
     return sorted({s.name for g in game_registry().values() for s in g.seats if s.kind == SeatKind.LEARNER})

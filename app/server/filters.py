@@ -69,7 +69,7 @@ class EpisodeQuery:
 @cache
 def seats_by_game() -> dict[str, list[str]]:
     """The registry's games and the seats each one's spec names."""
-    from graphs.games import game_registry
+    from graphs.registry import game_registry
 
     return {name: [seat.name for seat in game.seats] for name, game in game_registry().items()}
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from app.cli import app
 from app.commands.game_help import GameFacts, game_facts
 from app.settings import OTHER_VARIABLES, PREFIX, Settings
-from graphs.games import game_registry
+from graphs.registry import game_registry
 
 DOCS = Path(__file__).resolve().parents[1]
 FACTS_MARK = "<!-- facts -->"
@@ -38,7 +38,7 @@ def cell(text: object) -> str:
 
 
 def facts_markdown(facts: GameFacts) -> str:
-    lines = ["## At a glance", "", "*Generated from the game registry (`graphs/games.py`).*", "",
+    lines = ["## At a glance", "", "*Generated from the game registry (`graphs/registry.py`).*", "",
              f"> {cell(facts.description)}", "",
              "| seat | kind | default policy | what it does |", "| --- | --- | --- | --- |"]
     lines += [f"| `{s['name']}` | {s['kind']} | `{s['default']}` | {cell(s['description'])} |" for s in facts.seats]

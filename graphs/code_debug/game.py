@@ -11,8 +11,8 @@ from graphs.code_debug.metrics import code_debug_metrics
 from graphs.code_debug.options import CodeDebugOptions
 from graphs.code_debug.prompts import fixer_messages
 from graphs.code_debug.tasks import CODE_TASKS
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric, Practice
 from graphs.credit import CORRECT
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice
 from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind
 from graphs.tasks.base import Task

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.credit import CORRECT
 from graphs.debate.bots import BOTS
 from graphs.debate.judge_prompt import read_judge_prompt
 from graphs.debate.metrics import debate_metrics
 from graphs.debate.options import DebateOptions
 from graphs.debate.state import win_value
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric
 from graphs.seats import Seat, SeatKind
 from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task

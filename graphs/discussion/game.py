@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.credit import CORRECT
 from graphs.discussion.metrics import discussion_metrics
 from graphs.discussion.options import DiscussionOptions
 from graphs.discussion.prompts import first_messages
 from graphs.discussion.state import AGENTS, MOVE_BONUS, answers_of_round
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric
 from graphs.judges.majority import majority_index
 from graphs.seats import Seat, SeatKind
 from graphs.tasks import MATH_TASKS

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.credit import CORRECT
 from graphs.ensemble.judge_prompt import read_judge_prompt
 from graphs.ensemble.metrics import ensemble_metrics
 from graphs.ensemble.options import EnsembleOptions
 from graphs.ensemble.prompts import agent_messages
 from graphs.ensemble.state import PICK_CORRECT
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric
 from graphs.seats import Seat, SeatKind
 from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task

@@ -6,8 +6,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric, Practice, Refinements, TruthVerdicts
 from graphs.credit import CORRECT
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice, Refinements, TruthVerdicts
 from graphs.judges.answers import extract_answer
 from graphs.judges.arithmetic import checker_notes, corrected
 from graphs.judges.majority import majority_index

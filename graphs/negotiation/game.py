@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.negotiation import credit
 from graphs.negotiation.bots import BOTS
 from graphs.negotiation.metrics import negotiation_metrics

@@ -228,7 +228,7 @@ def calculator(messages: list[Message], request: GenerationRequest) -> str:
 
 BOTS: dict[str, Bot] = {"echo": echo, "calculator": calculator}
 """The bots of no game; games contribute theirs (``GameSpec.bots``, all of them by name:
-``graphs.games.known_bots``)."""
+``graphs.registry.known_bots``)."""
 
 
 def last_user(messages: list[Message]) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.credit import CORRECT
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric
 from graphs.retrieval.bots import BOTS
 from graphs.retrieval.corpus import corpus_for
 from graphs.retrieval.credit import CITED_GOLD, JUDGE_RELEVANCE, RELEVANCE, RESEARCHER_CREDIT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric, Practice
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric, Practice
 from graphs.seats import Seat, SeatKind
 from graphs.story.bots import BOTS
 from graphs.story.constraints import Constraints

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphs.game import EpisodeOutcome, GameSpec, GateMetric
+from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.policies.base import Message
 from graphs.seats import Seat, SeatKind
 from graphs.tasks.base import Task

@@ -1,4 +1,4 @@
-"""External games: games the registry (``graphs/games.py``) does not know, whose agents
+"""External games: games the registry (``graphs/registry.py``) does not know, whose agents
 sparring did not write. `sparring gateway` logs their calls as turns (docs/gateway.md), and the
 builders read their episodes like any game's, with what a game spec would have given them
 made from the logs:
@@ -13,8 +13,8 @@ made from the logs:
 
 from __future__ import annotations
 
-from graphs.game import GameSpec
-from graphs.games import game_registry
+from graphs.contract import GameSpec
+from graphs.registry import game_registry
 from training.datasets.reading import EpisodeLog
 
 

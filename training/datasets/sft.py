@@ -64,7 +64,7 @@ from typing import Literal, NamedTuple
 
 from datasets import Features
 
-from graphs.game import GameContractError, Refinements
+from graphs.contract import GameContractError, Refinements
 from graphs.policies.base import Message
 from storage.models import DatasetKind
 from training.datasets.building import BuildContext, Builder, Row

@@ -7,7 +7,7 @@ prior back. Here every answer checked against the ground truth can make a row, w
 judge seat said about it, and also when the judge seat did not play (solo practice, where a
 scripted stand-in sat in it).
 
-The game declares how (``GameSpec.truth_verdicts``, ``graphs.game.TruthVerdicts``): the judge
+The game declares how (``GameSpec.truth_verdicts``, ``graphs.contract.TruthVerdicts``): the judge
 seat (the role the rows train), the answering seat whose turns are read, the judge seat's
 review prompt for one answer, and its response for a correct and for an incorrect answer. The
 rows are read from the answering seat's model turns (never a scripted bot's); a build's
@@ -37,7 +37,7 @@ from datetime import datetime
 
 from datasets import Features, Value
 
-from graphs.game import GameContractError, TruthVerdicts
+from graphs.contract import GameContractError, TruthVerdicts
 from storage.models import DatasetKind
 from training.datasets.balance import CheckedAnswer, answer_rank, balanced_pairs, lowest_ranked_pairs
 from training.datasets.building import BuildContext, Builder, Row

@@ -1,7 +1,7 @@
 """Online GRPO of one role's LoRA adapter with TRL's ``GRPOTrainer``, on rollouts of the real game.
 
 TRL's trainer asks for completions through its (experimental) ``rollout_func``. Ours plays
-episodes of the game with ``graphs.runner.play``: the trained role's seat is served by an
+episodes of the game with ``graphs.episodes.play``: the trained role's seat is served by an
 ``InProcessBackend`` wrapping the trainer's current model (the adapter being trained, so the
 rollouts are on-policy), the other seats by ``other_policies``, and every episode is logged to
 ``sink`` like any other (its turns name the trained policy in ``served_by``). TRL's sampler
@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from graphs.context import GameOptions
-from graphs.games import GameSpec, get_game
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
+from graphs.registry import GameSpec, get_game
 from graphs.seats import SeatKind
 from graphs.tasks.base import Task
 from storage.records import EpisodeEnd, EpisodeStart, JudgmentRecord, RecordSink, RewardRecord, TurnRecord
@@ -219,8 +219,8 @@ class GameRollout:
         return self._collect(tap, summaries, tasks, tokenizer)
 
     async def _play(self, model: Any, tokenizer: Any, tasks: list[Task], seed: int) -> tuple[_Tap, list]:
+        from graphs.episodes import play
         from graphs.policies.inprocess import InProcessBackend
-        from graphs.runner import play
 
         backend = InProcessBackend(model, tokenizer, model_name=training_model_name(self.role))
         try:

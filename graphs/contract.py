@@ -2,7 +2,7 @@
 from it.
 
 A game is one package under ``graphs/`` (state, prompts, nodes, graph, options, metrics)
-whose ``GAME`` is a ``GameSpec``; registering it is one line in ``graphs/games.py``. Players,
+whose ``GAME`` is a ``GameSpec``; registering it is one line in ``graphs/registry.py``. Players,
 dataset builders, evaluation, the deploy gate, GRPO, workers and the CLI read the game's
 knowledge from here, never from a list of game names of their own.
 
@@ -64,7 +64,7 @@ class Practice:
     seat: str
     options: Mapping[str, Any] = field(default_factory=dict)
     stand_ins: Mapping[str, str] = field(default_factory=dict)
-    """seat -> the scripted bot that plays it, by name (``graphs.games.known_bots``)"""
+    """seat -> the scripted bot that plays it, by name (``graphs.registry.known_bots``)"""
     tasks: Callable[[str], str] | None = None
     """(the round's task spec) -> the spec practice draws its problems from, where the learner
     has right answers to learn from; None: the round's own"""
@@ -168,7 +168,7 @@ class GameSpec:
     """how a learner seat's refinement turn can learn from its first answers (None: it cannot)"""
     bots: Mapping[str, Bot] = field(default_factory=dict)
     """scripted bots the game contributes for its context seats (name -> bot), reachable as
-    ``--seat SEAT=scripted:NAME`` and as practice stand-ins (``graphs.games.known_bots``)"""
+    ``--seat SEAT=scripted:NAME`` and as practice stand-ins (``graphs.registry.known_bots``)"""
     judge_prompt: JudgePromptReader | None = None
     """how a trained verifier in the judge seat reads the game's judge prompt back into the
     question and its candidate answers (``verifier:NAME`` seats); None: the judge picks no

@@ -1,6 +1,6 @@
 """The registry of games by name: one line per game.
 
-Each line names a module whose ``GAME`` is the game's ``GameSpec`` (``graphs.game``). More
+Each line names a module whose ``GAME`` is the game's ``GameSpec`` (``graphs.contract``). More
 games join without editing sparring: SPARRING_GAMES lists further modules (comma-separated,
 importable from the Python path), e.g. ``SPARRING_GAMES=mypackage.negotiation.game``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from graphs.game import GameSpec
+from graphs.contract import GameSpec
 from graphs.judges.reward_verifier import JudgePromptReader
 from graphs.policies.scripted import BOTS, Bot, ScriptedBackend
 
@@ -43,9 +43,9 @@ def _load(module_name: str) -> GameSpec:
         game = importlib.import_module(module_name).GAME
     except (ImportError, AttributeError) as exc:
         raise UnknownGameError(f"game module {module_name!r} (from {EXTRA_GAMES_ENV}): {exc}; name a module on the "
-                               "Python path whose GAME is a graphs.game.GameSpec") from exc
+                               "Python path whose GAME is a graphs.contract.GameSpec") from exc
     if not isinstance(game, GameSpec):
-        raise UnknownGameError(f"{module_name}.GAME is a {type(game).__name__}, not a graphs.game.GameSpec")
+        raise UnknownGameError(f"{module_name}.GAME is a {type(game).__name__}, not a graphs.contract.GameSpec")
     return game
 
 

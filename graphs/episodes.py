@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from graphs.context import EpisodeContext, GameOptions
-from graphs.games import GameSpec
 from graphs.policies.policy import Policy
+from graphs.registry import GameSpec
 from graphs.tasks.base import Task
-from storage.redact import redact
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, RecordSink
+from storage.redact import redact
 
 
 @runtime_checkable
