@@ -127,6 +127,16 @@ def test_train_builds_its_rows_publishes_a_candidate_and_deploy_gates_it(lab, su
 
     again = train("sft", role="actor", dataset=trained.dataset, max_steps=1, batch_size=2, database_url=lab)
     assert (again.adapter.name, again.parent, again.dataset) == ("actor@v2", "actor@v1", trained.dataset)
+    # from a version named, a candidate too, not the active one
+    branch = train("sft", role="actor", dataset=trained.dataset, max_steps=1, batch_size=2, parent="actor@v2",
+                   database_url=lab)
+    assert (branch.adapter.name, branch.parent) == ("actor@v3", "actor@v2")
+    for parent, says in (("actor@v9", "parent actor@v9"), ("critic@v1", "parent critic@v1")):
+        with pytest.raises(InputError, match=says):
+            train("sft", role="actor", dataset=trained.dataset, parent=parent, database_url=lab)
+    with pytest.raises(InputError, match="fresh starts a new adapter and parent continues actor@v1"):
+        train("sft", role="actor", dataset=trained.dataset, parent="actor@v1", fresh=True, database_url=lab)
+    assert _count(lab, TrainingJob) == 3
 
 
 @pytest.mark.parametrize(("kind", "given", "says"), [
