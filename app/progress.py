@@ -12,7 +12,16 @@ import time
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
 
 PERIOD_S = 10.0
@@ -76,3 +85,57 @@ class LineProgress(Progress):
             rendered = Text.from_markup(column.format(task=task)) if isinstance(column, str) else column(task)
             parts.append(rendered if isinstance(rendered, Text) else Text(str(rendered)))
         return Text(" ").join(parts)
+
+
+def phase_columns() -> tuple[ProgressColumn, ...]:
+    """The columns of a bar per phase: its name, the bar, done of total, time so far."""
+    return TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+
+
+class PhaseBars:
+    """One progress bar per phase of long work (play, train a role, each evaluation), added
+    when the phase first reports."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._bars: dict[str, Any] = {}
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        bar = self._bars.get(phase)
+        if bar is None:
+            bar = self._bars[phase] = self._progress.add_task(phase, total=total)
+        self._progress.update(bar, completed=done, total=total)
+
+
+class PhaseDisplay:
+    """What a command shows of an API call that loads models, then reports phases
+    (``app.api.EvaluationProgress``, ``app.api.RetrainProgress``): a spinner while the models
+    load, then a bar per phase on ``progress``; the call's lines printed dim above them."""
+
+    def __init__(self, console: Console, progress: Progress) -> None:
+        self.loading_status = console.status("loading models…")
+        self.progress = progress
+        self.bars = PhaseBars(progress)
+        self.started = False
+
+    def __enter__(self) -> PhaseDisplay:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.loading_status.stop()
+        if self.started:  # a display never started is not drawn (a refused command prints its error only)
+            self.progress.stop()
+
+    def loading(self) -> None:
+        self.loading_status.start()
+
+    def loaded(self) -> None:
+        self.loading_status.stop()
+        self.progress.start()
+        self.started = True
+
+    def say(self, message: str) -> None:
+        self.progress.console.print(f"[dim]{message}[/]")
+
+    def phase(self, name: str, done: int, total: int | None) -> None:
+        self.bars(name, done, total)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from app.api.cluster import ray_cluster
 from app.api.errors import InputError
+from app.api.progress import PhaseProgress, Silent
 from app.api.store import clean_up_stale_work, open_store, settings
 
 if TYPE_CHECKING:
@@ -24,34 +25,8 @@ OPTION_DEFAULTS: dict[str, Any] = {"turns": 2}
 """game options an evaluation plays with unless given (for the games that have them)"""
 
 
-class EvaluationProgress(Protocol):
-    """What a long evaluation tells as it goes (the CLI draws a bar per phase from it)."""
-
-    def loading(self) -> None:
-        """The policies' models are being loaded."""
-
-    def loaded(self) -> None:
-        """They are loaded; the evaluations start."""
-
-    def say(self, message: str) -> None:
-        """A line about the work: stale work marked failed, a stored run reused, a run played again and why."""
-
-    def phase(self, name: str, done: int, total: int | None) -> None:
-        """Progress of one evaluation run (``name``: its policy set and task set)."""
-
-
-class _Silent:
-    def loading(self) -> None:
-        pass
-
-    def loaded(self) -> None:
-        pass
-
-    def say(self, message: str) -> None:
-        pass
-
-    def phase(self, name: str, done: int, total: int | None) -> None:
-        pass
+EvaluationProgress = PhaseProgress
+"""loading, loaded, say, phase (``app.api.progress``)"""
 
 
 @dataclass(frozen=True)
@@ -111,7 +86,7 @@ def evaluate(
     from graphs.registry import UnknownGameError, get_game
     from graphs.tasks.base import TaskSourceError
 
-    progress = progress or _Silent()
+    progress = progress or Silent()
     chosen = settings(database_url=database_url, seed=seed)
     try:
         spec = get_game(game)

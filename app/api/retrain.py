@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from app.api.deploy import SCRIPT_HELP
 from app.api.errors import InputError, RunError
+from app.api.progress import PhaseProgress, Silent
 from app.api.store import clean_up_stale_work, open_store, settings
 from graphs.registry import game_registry
 
@@ -58,34 +59,8 @@ INTERRUPTED = ("interrupted: every committed episode, dataset and adapter is kep
 """what Ctrl-C leaves (the command says it)"""
 
 
-class RetrainProgress(Protocol):
-    """What a long retrain tells as it goes (the CLI draws a bar per phase from it)."""
-
-    def loading(self) -> None:
-        """The policies' models are being loaded."""
-
-    def loaded(self) -> None:
-        """They are loaded; the rounds start."""
-
-    def say(self, message: str) -> None:
-        """A line about the work: stale work marked failed, the rows chosen, a role trained, gated or skipped."""
-
-    def phase(self, name: str, done: int, total: int | None) -> None:
-        """Progress of one phase ("round 1: play", "round 1: train actor", an evaluation run...)."""
-
-
-class _Silent:
-    def loading(self) -> None:
-        pass
-
-    def loaded(self) -> None:
-        pass
-
-    def say(self, message: str) -> None:
-        pass
-
-    def phase(self, name: str, done: int, total: int | None) -> None:
-        pass
+RetrainProgress = PhaseProgress
+"""loading, loaded, say, phase (``app.api.progress``)"""
 
 
 @dataclass(frozen=True)
@@ -183,7 +158,7 @@ def retrain(
              "judge_max_rows": judge_max_rows, "refinements": refinements, "first_repairs": first_repairs,
              "answer_lines": answer_lines}
     flags = {"learning_rate": learning_rate, "epochs": epochs, "max_steps": max_steps, "max_seconds": max_seconds}
-    progress = progress or _Silent()
+    progress = progress or Silent()
     if game not in game_registry():  # an external game, played through the gateway
         registered_only = {**given, "eval_tasks": eval_tasks, "report_tasks": report_tasks, "guard": guards or None,
                            "temperature": temperature, "max_new_tokens": max_new_tokens, "seat": seats or None,

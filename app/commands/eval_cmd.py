@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from app import api
 from app.api.evaluate import OPTION_DEFAULTS
 from app.commands.common import ConcurrencyOption, DbOption, FormatOption, RayOption, err, fail, out
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
-from app.commands.retrain import PhaseBars
 from app.interrupts import exit_when_stopped
 from app.output import Format, emit
+from app.progress import PhaseDisplay, phase_columns
 from app.wiring import SEAT_SPEC_HELP
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def evaluate(
     * `sparring eval --seat actor=model:actor@v2 -n 2000 --ray 10.0.0.5:6379`  (as many workers as the cluster holds)
     """
     with exit_when_stopped("interrupted: the unfinished evaluation run is marked interrupted and will not be reused"), \
-            _Bars() as bars:
+            PhaseDisplay(err, Progress(*phase_columns(), console=err, transient=True)) as bars:
         try:
             report = api.evaluate(
                 game, seats=seat or [], against=against, tasks=tasks, split=split, n=n, guards=guard or (),
@@ -108,40 +108,6 @@ def evaluate(
                                      found.name, found.tasks)
     if fmt != Format.table:
         emit(records, fmt)
-
-
-class _Bars:
-    """The command's progress (``api.EvaluationProgress``): "loading models…", then a bar per
-    evaluation run."""
-
-    def __init__(self) -> None:
-        self.loading_status = err.status("loading models…")
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=err, transient=True)
-        self.bars = PhaseBars(self.progress)
-        self.started = False
-
-    def __enter__(self) -> _Bars:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.loading_status.stop()
-        if self.started:  # a display never started is not drawn (a refused command prints its error only)
-            self.progress.stop()
-
-    def loading(self) -> None:
-        self.loading_status.start()
-
-    def loaded(self) -> None:
-        self.loading_status.stop()
-        self.progress.start()
-        self.started = True
-
-    def say(self, message: str) -> None:
-        self.progress.console.print(f"[dim]{message}[/]")
-
-    def phase(self, name: str, done: int, total: int | None) -> None:
-        self.bars(name, done, total)
 
 
 def _set_title(name: str) -> str:

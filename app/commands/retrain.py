@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from app.api.errors import InputError, RunError
 from app.api.retrain import DEFAULTS, INTERRUPTED, OPTION_DEFAULTS
@@ -15,31 +14,15 @@ from app.commands.common import ConcurrencyOption, DbOption, FormatOption, err, 
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.interrupts import exit_when_stopped
 from app.output import Format, emit
+from app.progress import PhaseDisplay, phase_columns
 from app.progress import progress as progress_display
 from app.wiring import SEAT_SPEC_HELP
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from rich.progress import Progress
-
     from evaluation.evaluator import EvaluationResult
     from graphs.tasks.base import Task
-
-
-class PhaseBars:
-    """One progress bar per phase of the loop (play, train a role, each evaluation), added
-    when the phase first reports."""
-
-    def __init__(self, progress: Progress) -> None:
-        self._progress = progress
-        self._bars: dict[str, Any] = {}
-
-    def __call__(self, phase: str, done: int, total: int | None) -> None:
-        bar = self._bars.get(phase)
-        if bar is None:
-            bar = self._bars[phase] = self._progress.add_task(phase, total=total)
-        self._progress.update(bar, completed=done, total=total)
 
 
 @with_game_options(**OPTION_DEFAULTS)
@@ -207,7 +190,8 @@ def retrain(
         max_steps=max_steps, max_seconds=max_seconds, report=report,
     )
     try:
-        with exit_when_stopped(INTERRUPTED), _Display() as display:
+        display = PhaseDisplay(err, progress_display(*phase_columns(), console=err))
+        with exit_when_stopped(INTERRUPTED), display:
             result = run_retrain(
                 game, rounds=1 if once else rounds, guards=guard or (), seats=seat or [], options=game_options.given,
                 config_file=config_file, play_script=play_script, eval_script=eval_script, metric=metric,
@@ -233,40 +217,6 @@ def _given(ctx: typer.Context, parameter: str) -> bool:
     """Whether the command line gave option ``parameter`` (rather than its default applying)."""
     source = ctx.get_parameter_source(parameter)
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
-
-
-class _Display:
-    """The command's progress (``RetrainProgress``): "loading models…" while the models load,
-    then a bar per phase of the rounds."""
-
-    def __init__(self) -> None:
-        self.loading_status = err.status("loading models…")
-        self.progress = progress_display(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                         TimeElapsedColumn(), console=err)
-        self.bars = PhaseBars(self.progress)
-        self.started = False
-
-    def __enter__(self) -> _Display:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.loading_status.stop()
-        if self.started:  # a display never started is not drawn (a refused command prints its error only)
-            self.progress.stop()
-
-    def loading(self) -> None:
-        self.loading_status.start()
-
-    def loaded(self) -> None:
-        self.loading_status.stop()
-        self.progress.start()
-        self.started = True
-
-    def say(self, message: str) -> None:
-        self.progress.console.print(f"[dim]{message}[/]")
-
-    def phase(self, name: str, done: int, total: int | None) -> None:
-        self.bars(name, done, total)
 
 
 def _print_rounds(outcomes: list[Any], fmt: Format) -> None:
