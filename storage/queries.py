@@ -128,9 +128,13 @@ def _conditions(flt: EpisodeFilter, dialect: str) -> Where:
     return c
 
 
+_EPISODE_COLUMNS = tuple(c for c in _E.columns if c.name != "commit_seq")
+"""an episode as read: its commit number is the store's bookkeeping for dataset builds (``storage.commits``)"""
+
+
 def _episode_select(*payload_columns: str) -> Select[Any]:
     payload = (_EP.c[name] for name in payload_columns)
-    return select(*_E.columns, *payload).select_from(_E.outerjoin(_EP, _EP.c.episode_id == _E.c.id))
+    return select(*_EPISODE_COLUMNS, *payload).select_from(_E.outerjoin(_EP, _EP.c.episode_id == _E.c.id))
 
 
 def list_episodes(
