@@ -68,7 +68,7 @@ def play_share(
     failed, the run ends ``interrupted`` and KeyboardInterrupt is raised again; on an error,
     the same with ``failed``, and the error is raised again.
     """
-    from app.seat_draws import episode_policies
+    from app.seat_pools.resolve import episode_policies
     from app.wiring import PolicyFactory
     from graphs.episodes import play
     from graphs.registry import get_game

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
+from app.seat_pools.spec import DrawSpecError, parse_draw
 from app.settings import Settings, load_settings
 from graphs.options import GameOptions, describe
 from graphs.policies.base import Backend, SamplingParams
 from graphs.policies.policy import Policy
-from graphs.policies.pools import DrawSpecError, parse_draw
 from graphs.policies.verifier import verifier_name
 from graphs.registry import GameSpec, judge_prompt_readers, known_bots
 
@@ -150,7 +150,7 @@ def check_versions(engine: Engine, specs: Mapping[str, str]) -> None:
 
     for seat, spec in specs.items():
         if parse_draw(spec) is not None:
-            continue  # pools and schedules: app.seat_draws.check_draws
+            continue  # pools and schedules: app.seat_pools.resolve.check_draws
         name = verifier_name(spec) or (spec.removeprefix("model:") if spec.startswith("model:") else None)
         if not name or "@" not in name or other_base_model(f"model:{name}") is not None:
             continue  # no version named: the base model, a role's active version, a path or another kind
@@ -277,7 +277,7 @@ class PolicyFactory:
         )
 
     async def policy(self, seat: str, spec: str) -> Policy:
-        if parse_draw(spec) is not None:  # app.seat_draws resolves these for play and retrain
+        if parse_draw(spec) is not None:  # app.seat_pools.resolve resolves these for play and retrain
             raise SeatSpecError(f"seat {seat} ({spec}): a pool or schedule changes policy from episode to episode, "
                                 "and this command plays fixed policies; name one of its members instead")
         if spec.startswith("scripted:"):
@@ -305,7 +305,7 @@ class PolicyFactory:
         """Load the adapter a seat plays with (its role's active one for a plain 'model')."""
         if choice == "base" or self.engine is None:
             return None
-        from training.adapter_files import verify_folder
+        from training.adapter_folders import verify_folder
         from training.registry import active_version, get_version
 
         record = get_version(self.engine, choice) if choice else active_version(self.engine, seat)
@@ -325,7 +325,7 @@ class PolicyFactory:
         its reward model loaded once on the settings' base model, with the threshold it was trained with."""
         from graphs.policies.reward_model import RewardModel
         from graphs.policies.verifier import VerifierBackend
-        from training.adapter_files import verify_folder
+        from training.adapter_folders import verify_folder
         from training.registry import TRAINING_EVAL, RegistryError, active_version, get_version
 
         if self.engine is None:

@@ -25,7 +25,7 @@ from storage.redact import redact
 
 @runtime_checkable
 class PerEpisode(Protocol):
-    """Policies that change from episode to episode (``graphs.policies.pools.EpisodePolicies``):
+    """Policies that change from episode to episode (``app.seat_pools.spec.EpisodePolicies``):
     asked with each episode's seed, so its draw does not depend on which episode starts first."""
 
     def for_episode(self, seed: int) -> Mapping[str, Policy]: ...

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from heard import Heard
 from sqlalchemy import func, select
 
 from app import api
@@ -15,43 +16,16 @@ from storage.models import Episode, Run
 CRITIC = {"critic": "scripted:always-correct"}
 
 
-class Progress:
-    """A PlayProgress that keeps what it was told."""
-
-    def __init__(self) -> None:
-        self.plans: list[int] = []
-        self.warnings: list[str] = []
-        self.notes: list[str] = []
-        self.loaded_calls = 0
-        self.episodes: list[bool] = []
-
-    def planned(self, episodes: int) -> None:
-        self.plans.append(episodes)
-
-    def warn(self, text: str) -> None:
-        self.warnings.append(text)
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-
-    def loaded(self) -> None:
-        self.loaded_calls += 1
-
-    def episode(self, succeeded: bool) -> None:
-        self.episodes.append(succeeded)
-
-    def counts(self, succeeded: int, failed: int) -> None:
-        raise AssertionError("counts come from a Ray cluster's store only")
-
-
 def test_play_returns_its_run_and_logs_every_episode(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    progress = Progress()
+    progress = Heard()
     result = api.play("math-reflection", episodes=4, seats={"actor": "scripted:calculator", **CRITIC},
                       tasks="arithmetic:1", options={"turns": 1}, temperature=0.0, concurrency=2, progress=progress)
     assert (result.game, result.episodes, result.succeeded, result.first_failure) == ("math-reflection", 4, 4, None)
     assert result.seats == {"actor": "scripted:calculator", "critic": "scripted:always-correct", "judge": "verifier"}
     assert result.summary["run_id"] == result.run_id and result.summary["episodes"] == 4
-    assert progress.plans == [4] and progress.loaded_calls == 1 and progress.episodes == [True] * 4
+    assert progress.named("planned") == [(4,)] and progress.named("loaded") == [()]
+    assert progress.named("episode") == [(True,)] * 4
+    assert not progress.named("counts")  # counts come from a Ray cluster's store only
     engine = api.open_store(url)
     with engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(Episode).where(Episode.run_id == result.run_id)) == 4
@@ -69,11 +43,11 @@ def test_seats_may_be_given_as_the_cli_gives_them(url: str) -> None:
 def test_a_short_task_file_is_played_whole_and_said(url: str, tmp_path: Path) -> None:
     tasks = tmp_path / "three.jsonl"
     tasks.write_text("".join(json.dumps({"question": f"{a}+1?", "answer": f"#### {a + 1}"}) + "\n" for a in range(3)))
-    progress = Progress()
+    progress = Heard()
     result = api.play("math-reflection", episodes=10, tasks=str(tasks), seats={"actor": "scripted:calculator",
                       **CRITIC}, options={"turns": 1}, progress=progress)
-    assert result.episodes == 3 and progress.plans == [3]
-    assert progress.warnings == [f"{tasks} has only 3 task(s): playing 3 episode(s), not the 10 asked for"]
+    assert result.episodes == 3 and progress.named("planned") == [(3,)]
+    assert progress.named("warn") == [(f"{tasks} has only 3 task(s): playing 3 episode(s), not the 10 asked for",)]
 
 
 @pytest.mark.parametrize(("call", "message"), [
@@ -103,28 +77,10 @@ def test_the_manuals_example_runs_as_written(url: str, tmp_path: Path, capsys: p
     assert int(succeeded) == 8
 
 
-class EvalProgress:
-    def __init__(self) -> None:
-        self.events: list[str] = []
-        self.said: list[str] = []
-
-    def loading(self) -> None:
-        self.events.append("loading")
-
-    def loaded(self) -> None:
-        self.events.append("loaded")
-
-    def say(self, message: str) -> None:
-        self.said.append(message)
-
-    def phase(self, name: str, done: int, total: int | None) -> None:
-        self.events.append("phase")
-
-
 def test_evaluate_compares_two_policy_sets_paired_and_reuses_its_runs(url: str) -> None:
     calls = {"seats": {"actor": "scripted:calculator", **CRITIC}, "against": {"actor": "scripted:echo"},
              "tasks": "arithmetic:1", "n": 12, "options": {"turns": 1}}
-    progress = EvalProgress()
+    progress = Heard()
     report = api.evaluate("math-reflection", progress=progress, **calls)
     assert report.game == "math-reflection" and report.against is not None
     assert report.against["actor"] == "scripted:echo" and report.against["critic"] == "scripted:always-correct"
@@ -137,11 +93,11 @@ def test_evaluate_compares_two_policy_sets_paired_and_reuses_its_runs(url: str) 
         assert found.result.label == f"eval actor=scripted:calculator critic=scripted:always-correct judge=verifier " \
                                      f"({found.name})"
         assert found.against.metrics["pass@turn-1"].value == 0.0  # echo repeats the question: never an answer
-    assert progress.events[:2] == ["loading", "loaded"] and "phase" in progress.events
-    again = api.evaluate("math-reflection", progress=(repeat := EvalProgress()), **calls)
+    assert progress.methods()[:2] == ["loading", "loaded"] and progress.named("phase")
+    again = api.evaluate("math-reflection", progress=(repeat := Heard()), **calls)
     assert all(s.result.reused and s.against is not None and s.against.reused for s in again.sets)
     assert [s.result.run_id for s in again.sets] == [s.result.run_id for s in report.sets]
-    assert any("reusing run" in line for line in repeat.said)
+    assert any("reusing run" in line for (line,) in repeat.named("say"))
 
 
 def test_evaluate_refuses_an_adapter_version_the_store_lacks(url: str) -> None:

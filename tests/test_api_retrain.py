@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heard import Heard
 from sqlalchemy import select
 from tiny_model import save_tiny_model
 
@@ -36,34 +37,13 @@ def env(bare: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bare
 
 
-class Recorded:
-    """A ``RetrainProgress`` that keeps what it is told."""
-
-    def __init__(self) -> None:
-        self.events: list[str] = []
-        self.said: list[str] = []
-        self.phases: set[str] = set()
-
-    def loading(self) -> None:
-        self.events.append("loading")
-
-    def loaded(self) -> None:
-        self.events.append("loaded")
-
-    def say(self, message: str) -> None:
-        self.said.append(message)
-
-    def phase(self, name: str, done: int, total: int | None) -> None:
-        self.phases.add(name)
-
-
 def test_rounds_return_their_outcomes_and_the_report_figures(env: Path, sums: Path) -> None:
     """Two rounds with a report: "before" and after each round, on the report's sets; the
     config file's settings apply under the arguments given (every_episodes: the argument's)."""
     config = env / "retrain.yaml"
     config.write_text("every_episodes: 8\nsamples: 1\nmin_rows: 100000\nconcurrency: 2\n")
     url = f"sqlite:///{env / 'store.db'}"
-    progress = Recorded()
+    progress = Heard()
     result = retrain(tasks=str(sums), rounds=2, every_episodes=2, practice=0, eval_tasks=2, options={"turns": 1},
                      seats=SEATS, config_file=config, database_url=url, progress=progress)
 
@@ -84,9 +64,9 @@ def test_rounds_return_their_outcomes_and_the_report_figures(env: Path, sums: Pa
     assert result.learning_curve == env / "store-learning-curve.png"
     assert "pass@turn-1" in result.report_metrics
 
-    assert progress.events == ["loading", "loaded"]
-    assert {"round 1: play", "round 2: play"} <= progress.phases
-    assert any("from the ground truth" in line for line in progress.said)  # judge_rows: truth, the default
+    assert [m for m in progress.methods() if m in ("loading", "loaded")] == ["loading", "loaded"]
+    assert {"round 1: play", "round 2: play"} <= {name for name, *_ in progress.named("phase")}
+    assert any("from the ground truth" in line for (line,) in progress.named("say"))  # judge_rows: truth, the default
 
     engine = open_store(url)
     with engine.connect() as conn:

@@ -5,9 +5,9 @@ InputError, saying what to change, before anything is written."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from heard import Heard
 from model_logs import as_model_turns
 from sqlalchemy import func, select
 from tiny_model import save_tiny_model
@@ -20,19 +20,6 @@ from app.api.train import train
 from storage.engine import open_store
 from storage.models import DatasetSnapshot, Run, TrainingJob
 from training.registry import get_version
-
-
-class Heard:
-    """A progress object that keeps every call as (method, *arguments)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-
-    def __getattr__(self, name: str):
-        return lambda *args: self.calls.append((name, *args))
-
-    def named(self, name: str) -> list[tuple[Any, ...]]:
-        return [call[1:] for call in self.calls if call[0] == name]
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +94,7 @@ def test_train_builds_its_rows_publishes_a_candidate_and_deploy_gates_it(lab, su
     assert trained.adapter.status == "candidate" and not trained.adapter.is_verifier and trained.screen is None
     assert trained.rows > 0 and trained.dataset == trained.adapter.dataset_snapshot_id
     assert trained.metrics["steps"] == 1 and "loss" in trained.metrics
-    assert [call[0] for call in heard.calls][:3] == ["building", "built", "training"]
+    assert heard.methods()[:3] == ["building", "built", "training"]
     assert heard.named("training") == [("sft", "actor")] and heard.named("step")[-1] == (1, 1)
     assert _count(lab, TrainingJob) == 1
 

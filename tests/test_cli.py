@@ -276,6 +276,18 @@ def test_train_points_at_deploy_not_at_promote():
     assert "sparring deploy ROLE" in help_text and "adapters promote" not in help_text
 
 
+def test_train_parent_names_the_version_to_continue(db):
+    """--parent reaches `api.train`: a version the registry lacks, or given with --fresh, is
+    refused before a job is recorded (no model is loaded)."""
+    for given, says in ((["--parent", "actor@v9"], "parent actor@v9"),
+                        (["--parent", "actor@v1", "--fresh"], "fresh starts a new adapter and parent continues "
+                                                               "actor@v1")):
+        result = invoke("train", "sft", "--role", "actor", *given)
+        assert result.exit_code == 2 and says in words(result), result.output
+    assert json.loads(invoke("jobs", "list", "--format", "json").stdout) == []
+    assert "--parent ROLE@vN" in invoke("train", "--help").output
+
+
 @pytest.mark.parametrize("timeout", ["-5", "0", "nan"])
 def test_play_refuses_a_timeout_that_is_not_positive(db, timeout):
     result = invoke("play", "math-reflection", "-n", "1", "--timeout", timeout, *SCRIPTED)

@@ -25,16 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, func, select, text
-from transformers import AutoModelForCausalLM
-
 from ctrl_c import default_sigint
 from model_logs import as_model_turns
+from sqlalchemy import Engine, func, select, text
+from tiny_model import save_random_lora, save_tiny_model
+from transformers import AutoModelForCausalLM
+
 from storage.engine import open_store, store_key
 from storage.models import AdapterVersion, Episode, EpisodePayload, Reward, Run, TrainingJob, Turn
 from storage.orphans import INTERRUPTED_STAGE, ORPHAN_ERROR, process_exists
-from tiny_model import save_random_lora, save_tiny_model
-from training.adapter_files import NAME_PATTERN, TMP_PREFIX, verify_folder
+from training.adapter_folders import NAME_PATTERN, TMP_PREFIX, verify_folder
 from training.jobs import STALE_JOB_ERROR
 from training.registry import publish
 

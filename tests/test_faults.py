@@ -15,15 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ctrl_c import default_sigint
+from factories import T0, episode_end, episode_start, record_episode, run_record, turn_record
+from model_logs import as_model_turns
 from sqlalchemy import Engine, insert, select
+from tiny_model import save_random_lora, save_tiny_model
 from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from app.cli import app
 from graphs.policies.adapter_folder import AdapterFolderError
-from ctrl_c import default_sigint
-from factories import T0, episode_end, episode_start, record_episode, run_record, turn_record
-from model_logs import as_model_turns
 from storage.engine import open_store
 from storage.models import Episode, Run, TrainingJob
 from storage.orphans import INTERRUPTED_STAGE
@@ -31,8 +32,7 @@ from storage.queries import get_episode
 from storage.recorder import Recorder
 from storage.rows import UNSTORED_STAGE
 from storage.storable import REPLACED_KEY, REPLACEMENT
-from tiny_model import save_random_lora, save_tiny_model
-from training.adapter_files import verify_folder
+from training.adapter_folders import verify_folder
 from training.jobs import JOB_FOLDER_PREFIX, OWNER_FILE, STALE_JOB_ERROR, store_id
 from training.registry import AdapterRecord, publish
 
@@ -437,9 +437,10 @@ def test_play_on_a_read_only_sqlite_file_is_one_line_saying_how_to_fix_it() -> N
 def test_a_lora_rank_mismatch_is_one_line_naming_the_adapter_and_the_shapes(tmp_path: Path) -> None:
     import asyncio
 
+    from tiny_model import tiny_model, tiny_tokenizer
+
     from graphs.policies.base import BackendError
     from graphs.policies.inprocess import InProcessBackend
-    from tiny_model import tiny_model, tiny_tokenizer
 
     tokenizer = tiny_tokenizer()
     folder = save_random_lora(tiny_model(tokenizer), tmp_path / "actor@v1", seed=1)  # trained with r=4

@@ -16,13 +16,13 @@ from tiny_model import save_random_lora, save_tiny_model, tiny_model, tiny_token
 from typer.testing import CliRunner
 
 from app.cli import app
-from app.seat_draws import RoundDraws, members, resolve
+from app.seat_pools.resolve import RoundDraws, members, resolve
+from app.seat_pools.spec import DrawnSeat, DrawSpec, DrawSpecError, EpisodePolicies, parse_draw
 from app.settings import load_settings
 from app.wiring import PolicyFactory
 from graphs.episodes import play
 from graphs.policies.base import SamplingParams
 from graphs.policies.policy import Policy
-from graphs.policies.pools import DrawnSeat, DrawSpec, DrawSpecError, EpisodePolicies, parse_draw
 from graphs.registry import get_game, scripted_bot
 from graphs.tasks.base import Task
 from storage.engine import open_store

@@ -26,15 +26,15 @@ from peft import PeftModel
 from safetensors.torch import load_file, save_file
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
+from tiny_model import save_random_lora
 from transformers import LlamaConfig, LlamaForCausalLM
 
-import training.adapter_files as adapter_files
+import training.adapter_folders as adapter_folders
 import training.registry as registry
 from graphs.policies.adapter_folder import AdapterFolderError
 from storage.engine import in_transaction, session_scope
 from storage.models import AdapterStatus, AdapterVersion, DatasetSnapshot
-from tiny_model import save_random_lora
-from training.adapter_files import verify_folder
+from training.adapter_folders import verify_folder
 from training.registry import (
     AdapterRecord,
     RegistryError,
@@ -319,7 +319,7 @@ def test_invalid_arguments_and_lineage_are_rejected_before_anything_is_written(l
 
 
 def _fail_on_second_file(monkeypatch: pytest.MonkeyPatch, lab: Lab) -> type[BaseException]:
-    copy_file = adapter_files._copy_file
+    copy_file = adapter_folders._copy_file
     copied: list[Path] = []
 
     def copy_then_fail(source: Path, target: Path) -> str:
@@ -328,7 +328,7 @@ def _fail_on_second_file(monkeypatch: pytest.MonkeyPatch, lab: Lab) -> type[Base
         copied.append(source)
         return copy_file(source, target)
 
-    monkeypatch.setattr(adapter_files, "_copy_file", copy_then_fail)
+    monkeypatch.setattr(adapter_folders, "_copy_file", copy_then_fail)
     return OSError
 
 
@@ -341,14 +341,14 @@ def _fail_rename(monkeypatch: pytest.MonkeyPatch, lab: Lab) -> type[BaseExceptio
 
 
 def _fail_sync_after_rename(monkeypatch: pytest.MonkeyPatch, lab: Lab) -> type[BaseException]:
-    fsync_dir = adapter_files._fsync_dir
+    fsync_dir = adapter_folders._fsync_dir
 
     def failing_on_root(folder: Path) -> None:
         if folder == lab.root:
             raise OSError(errno.EIO, "Input/output error")
         fsync_dir(folder)
 
-    monkeypatch.setattr(adapter_files, "_fsync_dir", failing_on_root)
+    monkeypatch.setattr(adapter_folders, "_fsync_dir", failing_on_root)
     return OSError
 
 
@@ -454,7 +454,7 @@ def test_stale_temporary_folders_are_removed_and_young_ones_left_alone(lab: Lab)
     stale, young = lab.root / ".tmp-crashed", lab.root / ".tmp-running"
     for folder in (stale, young):
         shutil.copytree(lab.trained, folder)
-    an_hour_and_more_ago = time.time() - adapter_files.STALE_TMP_S - 60
+    an_hour_and_more_ago = time.time() - adapter_folders.STALE_TMP_S - 60
     for entry in (*stale.iterdir(), stale):
         os.utime(entry, (an_hour_and_more_ago, an_hour_and_more_ago))
 

@@ -42,10 +42,10 @@ from graphs.tasks.base import Task
 from storage.engine import open_store
 from storage.recorder import Recorder
 from storage.records import RunRecord
+from training.adapter_folders import read_metadata
 from training.jobs import run_training_job
 from training.registry import RegistryError, publish
 from training.trainers import AdapterMismatchError, DatasetColumnsError, LoraSettings, TRLTrainingConfig
-from training.trainers.adapters import read_metadata
 from training.trainers.kinds import kind_names, trainer_kind
 from training.trainers.reward import reward_pairs, train_reward
 from training.trainers.reward_config import RewardTrainingConfig

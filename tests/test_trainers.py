@@ -403,7 +403,7 @@ def test_report_to_tensorboard_reaches_every_trainer(tmp_path: Path, base_dir: P
 @pytest.mark.parametrize("kind", ["sft", "ppo"])
 def test_a_run_that_fails_midway_leaves_no_folder_behind(tmp_path: Path, base_dir: Path, adapters: Path,
                                                           kind: str) -> None:
-    """The staging folder is removed the registry's way (``adapter_files.discard``); nothing is published."""
+    """The staging folder is removed the registry's way (``adapter_folders.discard``); nothing is published."""
     parent = adapters / "actor" / "v1"
     train, rows, config_type = (train_sft, SFT_ROWS, SFTTrainingConfig) if kind == "sft" else (
         train_ppo, ppo_rows(base_dir, parent, advantages=[1.0, 0.0]), PPOTrainingConfig)

@@ -27,7 +27,7 @@ from graphs.metrics.stats import Estimate, PairedComparison, paired
 from graphs.policies.base import Backend
 from graphs.policies.policy import Policy
 from storage.models import Evaluation
-from training.adapter_files import verify_folder
+from training.adapter_folders import verify_folder
 from training.registry import AdapterRecord, active_version, promote, reject
 
 TOLERANCE = 1e-9

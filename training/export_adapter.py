@@ -21,7 +21,7 @@ from pathlib import Path
 
 from graphs.policies.adapter_folder import CONFIG_FILE, WEIGHTS_FILE
 from graphs.policies.base_models import ModelLoadError, resolve_model
-from training.adapter_files import verify_folder
+from training.adapter_folders import verify_folder
 from training.registry import AdapterRecord
 
 

@@ -24,7 +24,7 @@ from evaluation.evaluator import EvaluationResult
 from graphs.contract import GateMetric
 from graphs.metrics.run_metrics import per_task_means, task_means
 from storage.rows import EPISODES, REWARDS, TURNS
-from training.adapter_files import verify_folder
+from training.adapter_folders import verify_folder
 from training.deploy import GateError, GateResult, decide, record_decision
 from training.registry import AdapterRecord, active_version
 

@@ -30,8 +30,8 @@ from sqlalchemy import Engine, insert, select, update
 from storage.models import AdapterVersion, JobStatus, TrainingJob
 from storage.orphans import process_exists
 from storage.records import utcnow
+from training.adapter_folders import version_name
 from training.history import HistoryEntry, storable
-from training.adapter_files import version_name
 from training.isolated import train_in_child
 from training.registry import AdapterRecord, publish
 

@@ -152,7 +152,7 @@ class RoundsOutcome:
 
 Draws = Callable[[LivePolicies, int, int], Awaitable[Any]]
 """What a round's training episodes play, from the live policies, the round and its first
-episode's seed (``app.seat_draws.RoundDraws``, for pool and schedule seats)."""
+episode's seed (``app.seat_pools.resolve.RoundDraws``, for pool and schedule seats)."""
 
 
 async def retrain_rounds(
@@ -217,7 +217,7 @@ async def retrain_round(
     draws: Draws | None = None,
     guards: Sequence[Evaluator] = (),
 ) -> RoundOutcome:
-    """One round. ``draws``: for pool and schedule seats (``app.seat_draws.RoundDraws``), what
+    """One round. ``draws``: for pool and schedule seats (``app.seat_pools.resolve.RoundDraws``), what
     the round's training episodes play, from the live policies, the round and its first
     episode's seed; practice and evaluations play ``live`` alone. ``evaluate`` is the gates'
     deciding task set, ``guards`` the sets where no family may get worse (``gate_and_deploy``)."""

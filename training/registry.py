@@ -8,7 +8,7 @@ one active version, also under concurrent callers.
 
 ``publish`` writes the folder first and the row last: a row always names a complete folder,
 and a crash leaves at worst a folder that no row names, which is never served and whose
-version number is never reused (see adapter_files for the folder side).
+version number is never reused (see ``training.adapter_folders`` for the folder side).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from storage.engine import in_transaction
 from storage.models import AdapterStatus, AdapterVersion, DatasetSnapshot
 from storage.records import utcnow
-from training.adapter_files import (
+from training.adapter_folders import (
     NAME_PATTERN,
     ROLE_PATTERN,
     TMP_PREFIX,

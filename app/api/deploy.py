@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from app.api.errors import InputError, RunError, one_line
-from app.api.store import clean_up_stale_work, open_store, settings
+from app.api.store import open_for_work, settings
 from graphs.registry import game_registry
 
 if TYPE_CHECKING:
@@ -105,10 +105,7 @@ def deploy(
 def _store(database_url: str | None, progress: DeployProgress) -> tuple[Settings, Engine]:
     """The settings and the store, with the stale work of killed processes marked failed."""
     chosen = settings(database_url=database_url)
-    engine = open_store(chosen.database_url)
-    if (stale := clean_up_stale_work(engine).line()) is not None:
-        progress.warn(stale)
-    return chosen, engine
+    return chosen, open_for_work(chosen.database_url, progress.warn)
 
 
 def _deploy_registered(role: str, candidate: str | None, game: str, *, tasks: str | None, eval_tasks: int,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from app.api.cluster import ray_cluster
 from app.api.errors import InputError
 from app.api.progress import PhaseProgress, Silent
-from app.api.store import clean_up_stale_work, open_store, settings
+from app.api.store import open_for_work, settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -101,9 +101,7 @@ def evaluate(
             task_sets = only_families(task_sets, families)
     except (UnknownGameError, SeatSpecError, TaskSourceError, ValueError) as exc:
         raise InputError(str(exc)) from exc
-    engine = open_store(chosen.database_url)
-    if (stale := clean_up_stale_work(engine).line()) is not None:
-        progress.say(stale)
+    engine = open_for_work(chosen.database_url, progress.say)
     policy_sets = [first] if second is None else [first, second]
     _check_adapters(engine, chosen, policy_sets)  # before anything is played or logged
     cluster = ray_cluster(chosen, ray)
@@ -133,7 +131,7 @@ def _check_adapters(engine: Engine, chosen: Settings, sets: list[dict[str, str]]
     """Every named adapter version exists and its folder is intact, for the configured model."""
     from app.wiring import other_base_model
     from graphs.policies.adapter_folder import AdapterFolderError
-    from training.adapter_files import verify_folder
+    from training.adapter_folders import verify_folder
     from training.registry import RegistryError, active_version, get_version
 
     for specs in sets:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from app.api.cluster import ray_cluster
 from app.api.errors import InputError, RunError
-from app.api.store import clean_up_stale_work, open_store, settings
+from app.api.store import open_for_work, settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -117,7 +117,7 @@ def play(
     KeyboardInterrupt once the running episodes are marked failed; finished ones are kept.
     """
     from app.playing import PlayJob
-    from app.seat_draws import check_draws
+    from app.seat_pools.resolve import check_draws
     from app.wiring import SeatSpecError, check_versions, parse_seat_specs, seat_args
     from graphs.policies.base import SamplingParams
     from graphs.registry import UnknownGameError, get_game
@@ -146,14 +146,12 @@ def play(
                       f"episode(s){per_task}, not the {episodes} asked for")
     progress.planned(len(task_list))
 
-    engine = open_store(chosen.database_url)
+    engine = open_for_work(chosen.database_url, progress.warn)
     try:
         check_versions(engine, seat_specs)  # a version the registry lacks: refused before a run is opened
         check_draws(engine, spec, seat_specs)  # a pool naming versions the registry lacks: before anything plays
     except SeatSpecError as exc:
         raise InputError(str(exc)) from exc
-    if (stale := clean_up_stale_work(engine).line()) is not None:
-        progress.warn(stale)
     cluster = ray_cluster(chosen, ray)
     job = PlayJob(
         settings=chosen, game=spec.name, seats=seat_specs, options=game_options, sampling=sampling,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from app.api.deploy import SCRIPT_HELP
 from app.api.errors import InputError, RunError
 from app.api.progress import PhaseProgress, Silent
-from app.api.store import clean_up_stale_work, open_store, settings
+from app.api.store import open_for_work, settings
 from graphs.registry import game_registry
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def retrain(
     spec, config = _config(game, merged, source)
     config = replace(config, train_options=_train_options(config.trainer, file_train, chosen, source, flags))
     plan = _plan(spec, config, chosen, options, _or_default("eval_tasks", eval_tasks), report_tasks, guards, seats)
-    engine = _store(chosen, progress)
+    engine = open_for_work(chosen.database_url, progress.say)
     _check_draws(engine, spec, plan.seats)
     note = _judge_note(spec, config) if merged["judge_rows"] is None else None
     reported = _or_default("report", report)
@@ -195,14 +195,6 @@ def _role_names(roles: Sequence[str] | str | None) -> tuple[str, ...] | None:
         return None
     names = roles.split(",") if isinstance(roles, str) else roles
     return tuple(r.strip() for r in names if r.strip())
-
-
-def _store(chosen: Settings, progress: RetrainProgress) -> Engine:
-    """The store, migrated, with what stopped processes left running marked failed (and said)."""
-    engine = open_store(chosen.database_url)
-    if (stale := clean_up_stale_work(engine).line()) is not None:
-        progress.say(stale)
-    return engine
 
 
 def _with_file(config_file: str | Path | None, given: dict[str, Any]) -> tuple[dict[str, Any], RetrainFile | None]:
@@ -318,7 +310,7 @@ def _plan(spec: GameSpec, config: RetrainConfig, chosen: Settings, options: Mapp
 
 def _check_draws(engine: Engine, spec: GameSpec, seats: dict[str, str]) -> None:
     """A pool naming versions the registry lacks is refused before anything plays."""
-    from app.seat_draws import check_draws
+    from app.seat_pools.resolve import check_draws
     from app.wiring import SeatSpecError
 
     try:
@@ -342,7 +334,7 @@ def _rounds(engine: Engine, chosen: Settings, spec: GameSpec, config: RetrainCon
     """Load the policies once, then ``training.loop.retrain_rounds``; the gates and the report
     play float32 twins of the models (``PolicyFactory.deciding_policies``)."""
     from app.interrupts import run_interruptible
-    from app.seat_draws import RoundDraws, drawn_specs, evaluation_specs
+    from app.seat_pools.resolve import RoundDraws, drawn_specs, evaluation_specs
     from app.wiring import PolicyFactory
     from evaluation.task_sets import evaluators
     from graphs.policies.base import SamplingParams
@@ -413,7 +405,7 @@ def _retrain_external(game: str, given: dict[str, Any], flags: dict[str, Any], r
     except ValueError as exc:
         raise InputError(str(exc) + source) from exc
     config = replace(config, train_options=_train_options(config.trainer, file_train, chosen, source, flags))
-    engine = _store(chosen, progress)
+    engine = open_for_work(chosen.database_url, progress.say)
     outcomes = _external_rounds(engine, chosen, game, config, Scripts(play_script, eval_script, metric), rounds,
                                 progress)
     return RetrainResult(game, outcomes, {}, {})

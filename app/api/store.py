@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,3 +86,13 @@ def clean_up_stale_work(engine: Engine) -> StaleWork:
 
     require_writable(engine)
     return StaleWork(mark_orphans(engine), fail_stale_jobs(engine))
+
+
+def open_for_work(database_url: str | None, report: Callable[[str], None]) -> Engine:
+    """The store at ``database_url`` (``open_store``) with what stopped processes left running
+    marked failed (``clean_up_stale_work``) and, when there was some, said in one line through
+    ``report``: what every call that starts work does first."""
+    engine = open_store(database_url)
+    if (stale := clean_up_stale_work(engine).line()) is not None:
+        report(stale)
+    return engine

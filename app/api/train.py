@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from app.api.datasets import OWN_ROW_FLAGS, BuildProgress, build_rows, dpo_options, sft_options
 from app.api.errors import InputError, RunError
-from app.api.store import clean_up_stale_work, open_store, settings
+from app.api.store import open_for_work, open_store, settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -170,10 +170,9 @@ def train(
         "report_to": tuple(report_to.split(",") if isinstance(report_to, str) else report_to) if report_to else None,
     }
     config = _trainer_config(kind, trainer.config_type, chosen, flags, Path(config_file) if config_file else None)
-    engine = open_store(chosen.database_url)
+    # rank 0 alone writes to the store (it records the job); the processes beside it only read it
+    engine = open_for_work(chosen.database_url, progress.warn) if rank == 0 else open_store(chosen.database_url)
     start = _start(engine, role, fresh=fresh, parent=parent)
-    if rank == 0 and (stale := clean_up_stale_work(engine).line()) is not None:
-        progress.warn(stale)
     online = None
     if trainer.reads_snapshot:
         rows, snapshot_id = _logged_rows(engine, chosen, kind, rows_role, game, dataset, build_options, progress)

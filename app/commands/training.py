@@ -238,6 +238,11 @@ def train(
                      "SPARRING_DATA_DIR/runs), wandb, mlflow, all… (default none).", show_default=False),
     ] = None,
     fresh: Annotated[bool, typer.Option(help="Start a new adapter instead of continuing the active one.")] = False,
+    parent: Annotated[
+        str | None,
+        typer.Option(metavar="ROLE@vN", help="Continue this version of the role, a candidate too, instead of the "
+                     "active one.", show_default=False),
+    ] = None,
     config_file: Annotated[
         Path | None,
         typer.Option("--config", help="YAML file of trainer settings (the trainer config's fields: lora, "
@@ -249,8 +254,9 @@ def train(
 ) -> None:
     """Train a LoRA adapter for one role and publish it as a candidate version.
 
-    The adapter continues from the role's active version unless `--fresh`. Deploy it with
-    `sparring deploy ROLE`, which gates it against the active version on held-out tasks.
+    The adapter continues the role's active version, or the version --parent names; `--fresh`
+    starts a new one. Deploy it with `sparring deploy ROLE`, which gates it against the active
+    version on held-out tasks.
     `reward` trains a verifier (a reward model) on the --answers role's answers, correct and
     incorrect ones paired at each difficulty, and publishes it under --role: it fills the judge
     seat of debate or ensemble (`--seat judge=verifier:ROLE@vN`), and `sparring eval-verifier`
@@ -261,6 +267,8 @@ def train(
     * `sparring train sft --role actor`
     * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
+    * `sparring train sft --role actor --parent actor@v3` (continues the candidate actor@v3,
+      not the active version)
     * `sparring train grpo --game math-reflection --role actor --max-steps 24`
     * `sparring train grpo --role actor --tasks arithmetic:1 --screen 400 --seat critic=scripted:always-correct`
       (GRPO on the problems among 400 whose greedy first answer is wrong)
@@ -282,9 +290,10 @@ def train(
             result = train_adapter(
                 kind, role=role, answers=answers, dataset=dataset, verdicts=verdicts, max_rows=max_rows,
                 refinements=refinements, first_repairs=first_repairs, answer_lines=answer_lines, pairs=pairs,
-                game=game, tasks=tasks, seats=seat or [], screen=screen, learning_rate=learning_rate, epochs=epochs,
-                max_steps=max_steps, max_seconds=max_seconds, batch_size=batch_size, beta=beta, rpo_alpha=rpo_alpha,
-                report_to=report_to, fresh=fresh, config_file=config_file, database_url=db, progress=display,
+                game=game, tasks=tasks, seats=seat or [], screen=screen,
+                learning_rate=learning_rate, epochs=epochs, max_steps=max_steps, max_seconds=max_seconds,
+                batch_size=batch_size, beta=beta, rpo_alpha=rpo_alpha, report_to=report_to, fresh=fresh,
+                parent=parent, config_file=config_file, database_url=db, progress=display,
             )
     except api.InputError as exc:
         fail(str(exc))

@@ -47,7 +47,7 @@ def eval_verifier(
     from graphs.policies.base_models import ModelLoadError
     from graphs.policies.reward_model import RewardModel
     from storage.models import DatasetSnapshot
-    from training.adapter_files import verify_folder
+    from training.adapter_folders import verify_folder
     from training.registry import TRAINING_EVAL, RegistryError, active_version, get_version
 
     settings = settings_or_exit(database_url=db)

@@ -28,7 +28,7 @@ from graphs.policies.adapter_folder import AdapterFolderError
 from graphs.policies.base import BackendError
 from graphs.policies.policy import Policy
 from storage.models import AdapterStatus
-from training.adapter_files import verify_folder
+from training.adapter_folders import verify_folder
 from training.registry import AdapterRecord, UnknownVersionError, active_version, get_version, list_versions
 
 BASE = "base"

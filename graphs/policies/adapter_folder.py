@@ -2,9 +2,8 @@
 
 An adapter folder is what PEFT's ``save_pretrained`` writes: ``adapter_config.json`` (a LoRA
 config naming its base model) and ``adapter_model.safetensors`` (older PEFT:
-``adapter_model.bin``). sparring's trainers add ``sparring.json`` (the adapter's lineage:
-``training.trainers.adapters``) and a published folder adds ``SHA256SUMS``
-(``training.adapter_files``).
+``adapter_model.bin``). sparring's trainers add ``sparring.json`` (the adapter's lineage) and a
+published folder adds ``SHA256SUMS``; ``training.adapter_folders`` writes both and reads them back.
 
 This module is the one place that knows those names and checks a folder against them; the
 in-process backend (loading), the trainers (a parent adapter), the registry (publishing and

@@ -6,11 +6,11 @@ offline clipped policy-gradient update on logged samples (TRL 1.16 has no PPOTra
 ``kinds`` holds them in one table (``trainer_kind(name)``). Each takes the rows of the
 matching dataset builder (``training.datasets``), a config (``X_config.py``), the role, a new
 output folder and optionally a parent adapter to continue from, and returns a ``TrainResult``.
-The output folder gets the adapter and ``sparring.json`` (see ``training.trainers.adapters``);
+The output folder gets the adapter and ``sparring.json`` (see ``training.adapter_folders``);
 nothing else is written.
 """
 
-from training.trainers.adapters import AdapterMetadata, check_parent_adapter, read_metadata
+from training.adapter_folders import AdapterMetadata, check_parent_adapter, read_metadata
 from training.trainers.base_config import TrainingConfig, TRLTrainingConfig
 from training.trainers.dpo_config import DPOTrainingConfig
 from training.trainers.errors import (

@@ -40,8 +40,7 @@ from transformers import TrainingArguments, set_seed
 
 from graphs.policies.logits_to_keep import last_positions
 from storage.models import DatasetKind
-from training.adapter_files import discard
-from training.trainers.adapters import AdapterMetadata, prepare_run, staging_dir, write_adapter
+from training.adapter_folders import AdapterMetadata, discard, prepare_run, staging_dir, write_adapter
 from training.trainers.data import TrainingRows, as_dataset, require_columns
 from training.trainers.errors import DatasetColumnsError, TrainingDivergedError
 from training.trainers.lora import attach_adapter, load_base_model

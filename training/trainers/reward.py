@@ -40,8 +40,7 @@ from graphs.policies.adapter_folder import CONFIG_FILE
 from graphs.policies.base import Message
 from graphs.policies.reward_model import conversation, load_reward_base, score_conversations
 from storage.models import DatasetKind
-from training.adapter_files import discard
-from training.trainers.adapters import AdapterMetadata, prepare_run, read_metadata, staging_dir, write_adapter
+from training.adapter_folders import AdapterMetadata, discard, prepare_run, read_metadata, staging_dir, write_adapter
 from training.trainers.data import TrainingRows, as_dataset, require_columns
 from training.trainers.errors import AdapterMismatchError, DatasetColumnsError, TrainingDivergedError
 from training.trainers.lora import LORA_PARAMETER_MARK, uses_cpu

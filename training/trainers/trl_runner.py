@@ -25,8 +25,7 @@ from datasets import Dataset
 from transformers import PrinterCallback, TrainerCallback, TrainingArguments, set_seed
 
 from storage.models import DatasetKind
-from training.adapter_files import discard
-from training.trainers.adapters import AdapterMetadata, prepare_run, staging_dir, write_adapter
+from training.adapter_folders import AdapterMetadata, discard, prepare_run, staging_dir, write_adapter
 from training.trainers.base_config import TRLTrainingConfig
 from training.trainers.data import TrainingRows, as_dataset, longest_row_tokens, require_columns
 from training.trainers.errors import TrainingDivergedError

@@ -1,4 +1,4 @@
-"""Pool and schedule seats (``graphs.policies.pools``) resolved against the store: a role's
+"""Pool and schedule seats (``app.seat_pools.spec``) resolved against the store: a role's
 adapter history from the registry, a rated pool's weights from the ratings, and each member's
 policy from the factory. `sparring play` resolves them once; `sparring retrain` every round,
 so that versions promoted in a round join the pool of the next.
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
+from app.seat_pools.spec import DrawnSeat, DrawSpec, EpisodePolicies, parse_draw
 from app.wiring import PolicyFactory, SeatSpecError
 from graphs.policies.policy import Policy
-from graphs.policies.pools import DrawnSeat, DrawSpec, EpisodePolicies, parse_draw
 from graphs.registry import GameSpec
 
 BASE_MEMBER = "model:base"

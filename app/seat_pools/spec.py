@@ -22,8 +22,8 @@ record the policy it drew (``sparring episodes list --policy``).
 ``schedule:SPEC,SPEC,.../round``
     the members in turn, one per retrain round (`sparring play` plays the first)
 
-Which policies a pool holds is the caller's business (the registry, the ratings): this module
-parses the specs and draws among resolved policies.
+Which policies a pool holds is the store's business (the registry, the ratings), read by
+``app.seat_pools.resolve``: this module parses the specs and draws among resolved policies.
 """
 
 from __future__ import annotations
