@@ -41,6 +41,7 @@ from training.datasets import (
     EmptyDatasetError,
     EvaluationDataError,
     LogFilter,
+    PPOOptions,
     ReadPlan,
     RewardOptions,
     SFTOptions,
@@ -481,6 +482,7 @@ def test_datasets_build_and_train_take_pairs_for_dpo_only(tmp_path, monkeypatch)
         (["datasets", "build", "dpo", "--role", "actor", "--pairs", "every"], "--pairs must be 'extremes'"),
         (["train", "kto", "--role", "actor", "--pairs", "all"], "--pairs applies to dpo rows only, not to kto"),
         (["train", "dpo", "--role", "actor", "--pairs", "all", "--dataset", "1"], "snapshot 1 is built already"),
+        (["datasets", "build", "dpo", "--role", "actor", "--baseline", "batch"], "--baseline applies to ppo rows"),
     ]:
         refused = runner.invoke(app, args)
         assert refused.exit_code == 2 and message in " ".join(refused.output.split()), (args, refused.output)
@@ -542,6 +544,21 @@ def test_ppo_actor_rows_and_group_normalised_advantages(store_with_log, tmp_path
     assert first["prompt_token_ids"] == turn.prompt_token_ids
     assert first["completion_token_ids"] == turn.completion_token_ids and first["behaviour_logprobs"] == LOGPROBS
     assert (first["episode_id"], first["task_id"], first["seat"]) == (log["E1"].id, "t1", "actor")
+
+
+def test_ppo_batch_baseline_compares_every_row_with_the_whole_build(store_with_log, tmp_path: Path) -> None:
+    """A group whose samples all scored alike gives its rows an advantage too: the build's mean is
+    the baseline (the group size is still reported)."""
+    engine, log = store_with_log
+    rows = {r["turn_id"]: r for r in rows_of(build(engine, "ppo", "actor", tmp_path,
+                                                   options=PPOOptions(baseline="batch")).path)}
+    everyone = [r["reward"] for r in rows.values()]
+    mean, std = statistics.fmean(everyone), statistics.pstdev(everyone)
+    for row in rows.values():
+        assert row["advantage"] == pytest.approx((row["reward"] - mean) / (std + EPS))
+    assert rows[log["E1"].actor[0].id]["group_size"] == 4
+    with pytest.raises(ValueError, match="baseline must be one of group, batch"):
+        PPOOptions(baseline="episode")
 
 
 def test_ppo_critic_credit_rewards_improvement(store_with_log, tmp_path: Path) -> None:

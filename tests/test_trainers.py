@@ -284,13 +284,12 @@ def test_kto_trains_from_parent(tmp_path: Path, base_dir: Path, adapters: Path) 
 
 
 def ppo_rows(model_dir: Path, parent: Path, advantages: list[float]) -> list[dict[str, object]]:
-    """Two logged samples whose behaviour logprobs are the parent policy's own."""
+    """One logged sample per advantage (at most three) whose behaviour logprobs are the parent policy's own."""
     tokenizer = tiny_tokenizer()
     policy = parent_policy(model_dir, parent)
     rows = []
-    for (prompt, completion), advantage in zip(
-        [("What is 2 + 3?", " 5, I think"), ("Name a colour.", " Blue")], advantages, strict=True
-    ):
+    samples = [("What is 2 + 3?", " 5, I think"), ("Name a colour.", " Blue"), ("Say hello.", " Hello there")]
+    for (prompt, completion), advantage in zip(samples[: len(advantages)], advantages, strict=True):
         prompt_ids = tokenizer(prompt)["input_ids"]
         completion_ids = tokenizer(completion)["input_ids"]
         rows.append(
@@ -322,7 +321,7 @@ def test_ppo_positive_advantage_raises_the_completion_logprob(tmp_path: Path, ba
     before = snapshot(base_dir, adapters / "critic", parent)
     result = train_ppo(
         rows,
-        small(PPOTrainingConfig, base_dir, max_steps=3, learning_rate=1e-3),
+        small(PPOTrainingConfig, base_dir, max_steps=3, learning_rate=1e-3, skip_zero_advantage=False),
         role="actor",
         output_dir=adapters / "actor" / "v2",
         cache_dir=tmp_path / "cache",
@@ -421,11 +420,16 @@ def test_a_run_that_fails_midway_leaves_no_folder_behind(tmp_path: Path, base_di
 def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
     parent = adapters / "actor" / "v1"
     rows = ppo_rows(base_dir, parent, advantages=[0.0, 0.0])
+    with pytest.raises(EmptyTrainingDataError, match="advantage is zero"):  # by default such rows are left out
+        train_ppo(rows, small(PPOTrainingConfig, base_dir), role="actor", output_dir=tmp_path / "skipped",
+                  cache_dir=tmp_path / "cache", parent_adapter=parent)
+    assert not (tmp_path / "skipped").exists()
     result = train_ppo(
         rows,
         small(
             PPOTrainingConfig,
             base_dir,
+            skip_zero_advantage=False,
             kl_coef=0.0,
             max_steps=2,
             gradient_accumulation_steps=2,
@@ -441,6 +445,40 @@ def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, 
     assert all(torch.equal(saved[name], initial[name]) for name in saved)
     assert result.metrics["loss"] == 0.0 and result.metrics["grad_norm"] == 0.0
     assert result.metrics["frac_zero_advantage"] == 1.0  # nothing to learn, and the log says so
+
+
+@pytest.mark.parametrize("objective", ["clipped", "reinforce"])
+def test_ppo_trains_only_rows_with_advantage_and_moves_them_their_way(
+    tmp_path: Path, base_dir: Path, adapters: Path, objective: str
+) -> None:
+    """A row without advantage is left out (counted); the positive row's completion gains
+    log-probability and the negative row's loses it, under either objective."""
+    parent = adapters / "actor" / "v1"
+    rows = ppo_rows(base_dir, parent, advantages=[1.0, -1.0, 0.0])
+    result = train_ppo(
+        rows,
+        small(PPOTrainingConfig, base_dir, max_steps=3, learning_rate=1e-3, kl_coef=0.0, objective=objective,
+              per_device_train_batch_size=2, gradient_accumulation_steps=1),
+        role="actor", output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", parent_adapter=parent,
+    )
+    assert result.metrics["zero_advantage_rows"] == 1.0
+    assert result.log_history[0]["frac_zero_advantage"] == 0.0  # the step saw the two rows with advantage
+    trained = parent_policy(base_dir, result.adapter_dir)
+    moved = [sum(completion_logprobs(trained, row["prompt_token_ids"], row["completion_token_ids"]))
+             - sum(row["behaviour_logprobs"]) for row in rows[:2]]
+    assert moved[0] > 0.1 and moved[1] < -0.1
+
+
+def test_reinforce_keeps_pushing_where_the_clip_stops() -> None:
+    """Past the clip range the clipped surrogate has no gradient for a positive advantage;
+    REINFORCE's term still has one."""
+    new = torch.tensor([[math.log(2.0)]], requires_grad=True)
+    behaviour = torch.zeros((1, 1))
+    for objective, expected in (("clipped", 0.0), ("reinforce", -1.0)):
+        pg, _, _ = policy_terms(new, behaviour, base=behaviour, advantages=torch.tensor([1.0]), clip_eps=0.2,
+                                objective=objective)
+        (gradient,) = torch.autograd.grad(pg.sum(), new)
+        assert gradient.item() == pytest.approx(expected)
 
 
 def test_policy_terms_clip_the_ratio_and_k3_vanishes_at_the_base() -> None:
@@ -590,6 +628,8 @@ def test_parent_of_another_role_or_base_per_sparring_json_is_refused(
         (SFTTrainingConfig, {"max_seconds": 0}, "max_seconds must be > 0"),
         (PPOTrainingConfig, {"clip_eps": 0.0}, "clip_eps must be in"),
         (PPOTrainingConfig, {"kl_coef": -0.1}, "kl_coef must be >= 0"),
+        (PPOTrainingConfig, {"objective": "a2c"}, "objective must be one of clipped, reinforce"),
+        (PPOTrainingConfig, {"clip_eps_high": math.inf}, "clip_eps_high must be a finite number"),
         (PPOTrainingConfig, {"gradient_accumulation_steps": 0}, "gradient_accumulation_steps must be >= 1"),
     ],
 )

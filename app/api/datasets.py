@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from app.settings import Settings
-    from training.datasets import BuilderOptions, DPOOptions, LogFilter, SFTOptions, SnapshotResult
+    from training.datasets import BuilderOptions, DPOOptions, LogFilter, PPOOptions, SFTOptions, SnapshotResult
 
 KINDS = ("dpo", "kto", "ppo", "sft", "reward")
 """the kinds of rows a snapshot holds"""
@@ -52,6 +52,7 @@ def build_dataset(
     first_repairs: bool = False,
     answer_lines: bool = False,
     pairs: str | None = None,
+    baseline: str | None = None,
     database_url: str | None = None,
     progress: BuildProgress | None = None,
 ) -> SnapshotResult:
@@ -62,7 +63,8 @@ def build_dataset(
     ``since``: "latest", only what is newer than the last settled snapshot, or "all". A split
     other than "train" is evaluation data and needs ``train_on_eval_data``. ``policy``: only the
     turns of this policy ("actor@v1", "base"). ``verdicts``, ``max_rows``, ``refinements``,
-    ``first_repairs``, ``answer_lines`` choose sft rows, ``pairs`` dpo rows, as the command's
+    ``first_repairs``, ``answer_lines`` choose sft rows, ``pairs`` dpo rows, ``baseline`` the
+    advantages of ppo rows, as the command's
     options of those names do (`sparring datasets build --help`). InputError, writing nothing, for
     bad input or when no row comes out.
     """
@@ -71,7 +73,7 @@ def build_dataset(
     if since not in ("latest", "all"):
         raise InputError(f"--since {since!r}: use 'latest' or 'all'")
     options = sft_options(kind, game, role, verdicts, max_rows, refinements, first_repairs, answer_lines)
-    options = dpo_options(kind, pairs) or options
+    options = dpo_options(kind, pairs) or ppo_options(kind, baseline) or options
     chosen_filter = log_filter(split, train_on_eval_data, policy)
     chosen = settings(database_url=database_url)
     return build_rows(open_store(chosen.database_url), chosen, kind, role, game, chosen_filter, since=since,
@@ -107,6 +109,20 @@ def sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows:
     except (GameContractError, UnknownGameError, ValueError) as exc:
         raise InputError(str(exc)) from exc
     return options
+
+
+def ppo_options(kind: str, baseline: str | None) -> PPOOptions | None:
+    """The policy-gradient builder's options from ``baseline`` (None: the builder's defaults)."""
+    if baseline is None:
+        return None
+    if kind != "ppo":
+        raise InputError(f"--baseline applies to ppo rows only, not to {kind}")
+    from training.datasets import PPOOptions
+
+    try:
+        return PPOOptions(baseline=baseline)
+    except ValueError as exc:
+        raise InputError(str(exc).replace("baseline", "--baseline", 1)) from exc
 
 
 def dpo_options(kind: str, pairs: str | None) -> DPOOptions | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.api.datasets import OWN_ROW_FLAGS, BuildProgress, build_rows, dpo_options, sft_options
+from app.api.datasets import OWN_ROW_FLAGS, BuildProgress, build_rows, dpo_options, ppo_options, sft_options
 from app.api.errors import InputError, RunError
 from app.api.store import open_for_work, open_store, settings
 
@@ -115,6 +115,7 @@ def train(
     first_repairs: bool = False,
     answer_lines: bool = False,
     pairs: str | None = None,
+    baseline: str | None = None,
     game: str = "math-reflection",
     tasks: str | None = None,
     seats: Mapping[str, str] | Sequence[str] | None = None,
@@ -140,8 +141,8 @@ def train(
     candidate too) when given.
 
     Dataset trainers read snapshot ``dataset``, else one built now from new logs (``verdicts``,
-    ``max_rows``, ``refinements``, ``first_repairs``, ``answer_lines``, ``pairs`` choose its
-    rows as for `build_dataset`). GRPO plays ``tasks`` (train split) against ``seats``, only
+    ``max_rows``, ``refinements``, ``first_repairs``, ``answer_lines``, ``pairs``, ``baseline`` choose
+    its rows as for `build_dataset`). GRPO plays ``tasks`` (train split) against ``seats``, only
     those the starting policy gets wrong among the first ``screen`` with one. The trainer's
     config: its defaults, the settings, ``config_file`` (YAML), then the figures given here.
 
@@ -159,9 +160,10 @@ def train(
         raise InputError(str(exc)) from exc
     rows_role = _rows_role(trainer, role, answers)
     _check_row_options(kind, dataset, screen, own_rows=(verdicts is not None or max_rows is not None or refinements
-                                                        or first_repairs or answer_lines), pairs=pairs)
+                                                        or first_repairs or answer_lines), pairs=pairs,
+                       baseline=baseline)
     from_sft = sft_options(kind, game, rows_role, verdicts, max_rows, refinements, first_repairs, answer_lines)
-    build_options = dpo_options(kind, pairs) or from_sft
+    build_options = dpo_options(kind, pairs) or ppo_options(kind, baseline) or from_sft
     rank = _check_launch(trainer, rows_role, dataset)
     chosen = settings(database_url=database_url)
     flags = {
@@ -240,7 +242,7 @@ def _rows_role(trainer: TrainerKind, role: str, answers: str | None) -> str:
 
 
 def _check_row_options(kind: str, dataset: int | None, screen: int | None, *, own_rows: bool,
-                       pairs: str | None) -> None:
+                       pairs: str | None, baseline: str | None) -> None:
     """Refuse the options that choose rows or tasks where they choose nothing."""
     if screen is not None and kind != "grpo":
         raise InputError(f"--screen chooses the tasks online GRPO plays; {kind} trains on logged rows: leave it out")
@@ -250,9 +252,11 @@ def _check_row_options(kind: str, dataset: int | None, screen: int | None, *, ow
         raise InputError(f"--verdicts, --max-rows, {OWN_ROW_FLAGS} choose the rows of a snapshot this command "
                          f"builds; snapshot {dataset} is built already: leave them out, or build one with `sparring "
                          "datasets build sft` and those options")
-    if dataset is not None and pairs is not None:
-        raise InputError(f"--pairs chooses the pairs of a snapshot this command builds; snapshot {dataset} is built "
-                         "already: leave it out, or build one with `sparring datasets build dpo --pairs ...`")
+    for flag, value, built in (("--pairs", pairs, "dpo"), ("--baseline", baseline, "ppo")):
+        if dataset is not None and value is not None:
+            raise InputError(f"{flag} chooses the rows of a snapshot this command builds; snapshot {dataset} is "
+                             f"built already: leave it out, or build one with `sparring datasets build {built} "
+                             f"{flag} ...`")
 
 
 def _check_launch(trainer: TrainerKind, role: str, dataset: int | None) -> int:

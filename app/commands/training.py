@@ -72,6 +72,12 @@ PairsOption = Annotated[
                       "sample against every sample of lower credit (2 right and 2 wrong answers: 4 pairs).",
                  show_default=False),
 ]
+BaselineOption = Annotated[
+    str | None,
+    typer.Option(help="ppo: what a row's reward is compared with for its advantage: 'group' (default), the "
+                      "samples of its state (same seat, same prompt), so a group whose samples all scored alike "
+                      "teaches nothing; 'batch', every row of the snapshot.", show_default=False),
+]
 
 
 @datasets_app.command("build")
@@ -109,6 +115,7 @@ def datasets_build(
     first_repairs: FirstRepairsOption = False,
     answer_lines: AnswerLinesOption = False,
     pairs: PairsOption = None,
+    baseline: BaselineOption = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -130,13 +137,16 @@ def datasets_build(
       arithmetic, recomputed, makes them right answer their own question too)
     * `sparring datasets build dpo --role actor --pairs all` (after `sparring play ... --samples 4`:
       every right answer to a question against every wrong one)
+    * `sparring datasets build ppo --role actor --baseline batch` (advantages against the whole
+      snapshot's mean reward: right answers to problems always answered right count too)
     """
     try:
         with _Display() as display:
             snapshot = build_dataset(
                 kind, role=role, game=game, since=since, split=split, train_on_eval_data=train_on_eval_data,
                 policy=policy, verdicts=verdicts, max_rows=max_rows, refinements=refinements,
-                first_repairs=first_repairs, answer_lines=answer_lines, pairs=pairs, database_url=db, progress=display,
+                first_repairs=first_repairs, answer_lines=answer_lines, pairs=pairs, baseline=baseline, database_url=db,
+                progress=display,
             )
     except api.InputError as exc:
         fail(str(exc))
@@ -213,6 +223,7 @@ def train(
     first_repairs: FirstRepairsOption = False,
     answer_lines: AnswerLinesOption = False,
     pairs: PairsOption = None,
+    baseline: BaselineOption = None,
     game: Annotated[str, typer.Option(help="Game whose logs are read (grpo: the game played).")] = "math-reflection",
     tasks: Annotated[str | None, typer.Option(help="grpo: task source played (train split; default: the game's "
                                                    "own).", show_default=False)] = None,
@@ -267,6 +278,9 @@ def train(
     * `sparring train sft --role actor`
     * `sparring train dpo --role critic --rpo-alpha 1.0 --epochs 2`
     * `sparring train ppo --role actor --dataset 12 --learning-rate 1e-5`
+    * `sparring train ppo --role actor --baseline batch --config ppo.yaml`, with ppo.yaml holding
+      for instance `clip_eps_high: 10.0` (a right answer's tokens rise past the clip, a wrong
+      one's fall by at most clip_eps) or `objective: reinforce`
     * `sparring train sft --role actor --parent actor@v3` (continues the candidate actor@v3,
       not the active version)
     * `sparring train grpo --game math-reflection --role actor --max-steps 24`
@@ -290,7 +304,7 @@ def train(
             result = train_adapter(
                 kind, role=role, answers=answers, dataset=dataset, verdicts=verdicts, max_rows=max_rows,
                 refinements=refinements, first_repairs=first_repairs, answer_lines=answer_lines, pairs=pairs,
-                game=game, tasks=tasks, seats=seat or [], screen=screen,
+                baseline=baseline, game=game, tasks=tasks, seats=seat or [], screen=screen,
                 learning_rate=learning_rate, epochs=epochs, max_steps=max_steps, max_seconds=max_seconds,
                 batch_size=batch_size, beta=beta, rpo_alpha=rpo_alpha, report_to=report_to, fresh=fresh,
                 parent=parent, config_file=config_file, database_url=db, progress=display,

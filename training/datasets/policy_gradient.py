@@ -6,13 +6,15 @@ under the policy that generated it), ``reward`` (the turn's credit, see
 ``training.datasets.credit``), ``advantage``, ``group_size``, ``episode_id``, ``turn_id``,
 ``task_id``, ``seat``.
 
-Advantage, group-normalised: the group of a turn is every turn of the build with the same
-seat and the same prompt hash (an identical state, e.g. the samples of one task's first
-prompt). ``advantage = (reward - mean) / (std + 1e-6)`` with the group's mean and population
-standard deviation, and ``group_size`` its number of samples. A turn alone in its group
-falls back to the mean and population standard deviation of every row of the build
-(``group_size`` 1). Groups form within one build only: samples split across two builds by
-a watermark are normalised apart.
+Advantage, group-normalised (``baseline="group"``, the default): the group of a turn is every
+turn of the build with the same seat and the same prompt hash (an identical state, e.g. the
+samples of one task's first prompt). ``advantage = (reward - mean) / (std + 1e-6)`` with the
+group's mean and population standard deviation, and ``group_size`` its number of samples. A
+turn alone in its group falls back to the mean and population standard deviation of every row
+of the build (``group_size`` 1). Groups form within one build only: samples split across two
+builds by a watermark are normalised apart. With ``baseline="batch"`` every row is normalised
+by the whole build's mean and deviation: a right answer whose sibling samples were right too
+keeps a positive advantage, where the group baseline gives every row of such a group none.
 
 Left out, and counted: turns without credit (``no_reward``), without behaviour logprobs
 (``no_logprobs``), and with a number of logprobs that differs from the number of
@@ -38,9 +40,19 @@ from training.datasets.spill import Spill
 ADVANTAGE_EPS = 1e-6
 
 
+BASELINES = ("group", "batch")
+
+
 @dataclass(frozen=True)
 class PPOOptions:
-    """No options yet: the credit and advantage rules are fixed (see the module docstring)."""
+    """``baseline``: what a row's reward is compared with, "group" (its state's samples) or
+    "batch" (every row of the build); see the module docstring."""
+
+    baseline: str = "group"
+
+    def __post_init__(self) -> None:
+        if self.baseline not in BASELINES:
+            raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
 
 
 class PolicyGradientRows(Builder[PPOOptions]):
@@ -108,8 +120,9 @@ class PolicyGradientRows(Builder[PPOOptions]):
             groups: dict[tuple[str, str], list[float]] = {}
             for key, reward in zip(self._keys, self._rewards, strict=True):
                 groups.setdefault(key, []).append(reward)
-            stats = {key: _stats(rewards) for key, rewards in groups.items() if len(rewards) > 1}
             everyone = _stats(self._rewards) if self._rewards else (0.0, 0.0)
+            stats = {} if self.options.baseline == "batch" else {
+                key: _stats(rewards) for key, rewards in groups.items() if len(rewards) > 1}
             # rows leave as the JSON they were parked as, the two columns spliced on at the end
             for line, key, reward in zip(self._spill.lines(), self._keys, self._rewards, strict=True):
                 mean, std = stats.get(key, everyone)

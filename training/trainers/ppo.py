@@ -13,7 +13,12 @@ under the base model (the same model, adapter disabled):
     loss    = sum over the step's completion tokens of (pg + kl_coef * kl) / their number
 
 that is a token mean over every completion token of the optimiser step (all its accumulated
-micro-batches). ``new - behaviour`` is clamped to [-20, 20] before ``exp`` so that logged
+micro-batches). With ``objective="reinforce"`` the policy term is ``pg = -A * new`` instead:
+no ratio and no clip, REINFORCE with the builder's group baseline. The clipped surrogate stops
+pushing a token up once its ratio passes ``1 + clip_eps``, which bounds what several epochs
+over one logged batch can teach; REINFORCE keeps going, and the KL term holds it near the base.
+Rows whose advantage is zero are left out unless ``skip_zero_advantage`` is off (they teach
+the KL term only). ``new - behaviour`` is clamped to [-20, 20] before ``exp`` so that logged
 log-probabilities far from the policy's cannot overflow. AdamW updates the LoRA parameters
 only, at a constant learning rate, after clipping the gradient norm to ``max_grad_norm``.
 
@@ -42,7 +47,7 @@ from graphs.policies.logits_to_keep import last_positions
 from storage.models import DatasetKind
 from training.adapter_folders import AdapterMetadata, discard, prepare_run, staging_dir, write_adapter
 from training.trainers.data import TrainingRows, as_dataset, require_columns
-from training.trainers.errors import DatasetColumnsError, TrainingDivergedError
+from training.trainers.errors import DatasetColumnsError, EmptyTrainingDataError, TrainingDivergedError
 from training.trainers.lora import attach_adapter, load_base_model
 from training.trainers.ppo_config import PPOTrainingConfig
 from training.trainers.progress import LogFn, ProgressFn
@@ -109,12 +114,18 @@ def read_samples(dataset: Dataset, max_length: int) -> tuple[list[Sample], int]:
 
 
 def policy_terms(
-    new: torch.Tensor, behaviour: torch.Tensor, base: torch.Tensor, advantages: torch.Tensor, clip_eps: float
+    new: torch.Tensor, behaviour: torch.Tensor, base: torch.Tensor, advantages: torch.Tensor, clip_eps: float,
+    objective: str = "clipped", clip_eps_high: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-token clipped surrogate loss, k3 KL and ratio; inputs [rows, tokens], advantages [rows]."""
+    """Per-token policy loss (the clipped surrogate, the ratio in [1 - clip_eps, 1 + clip_eps_high],
+    or REINFORCE's ``-A * new``), k3 KL and ratio; inputs [rows, tokens], advantages [rows]."""
     ratio = torch.exp((new - behaviour).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT))
     a = advantages[:, None]
-    pg = -torch.minimum(ratio * a, ratio.clamp(1 - clip_eps, 1 + clip_eps) * a)
+    if objective == "reinforce":
+        pg = -a * new
+    else:
+        high = clip_eps if clip_eps_high is None else clip_eps_high
+        pg = -torch.minimum(ratio * a, ratio.clamp(1 - clip_eps, 1 + high) * a)
     base_minus_new = base - new
     kl = torch.exp(base_minus_new) - base_minus_new - 1
     return pg, kl, ratio
@@ -221,6 +232,15 @@ def train_ppo(
             f"Every row's prompt fills max_length ({config.max_length} tokens), leaving no completion token to "
             f"train on: raise max_length."
         )
+    without_advantage = sum(abs(s.advantage) < ZERO_ADVANTAGE for s in samples)
+    if config.skip_zero_advantage:
+        samples = [s for s in samples if abs(s.advantage) >= ZERO_ADVANTAGE]
+        if not samples:
+            raise EmptyTrainingDataError(
+                f"Every row's advantage is zero ({without_advantage} rows): the samples of each task all scored "
+                f"alike, so there is nothing to learn. Play several samples per task (--samples) on tasks the "
+                f"policy sometimes gets right, or set skip_zero_advantage: false to train the KL term alone."
+            )
     output_dir = prepare_run(
         role=role, output_dir=output_dir, parent_adapter=parent_adapter, model=config.model, cache_dir=cache_dir
     )
@@ -240,6 +260,7 @@ def train_ppo(
         finally:
             report.end(policy)
         metrics["skipped_rows"] = float(skipped)
+        metrics["zero_advantage_rows"] = float(without_advantage)
         metadata = AdapterMetadata.new(
             role=role,
             trainer=DatasetKind.PPO,
@@ -334,24 +355,31 @@ def _optimizer_step(
     spread of the rows' rewards, the share of rows whose advantage is zero (their group's
     samples all scored alike: no gradient but the KL's) and the policy's token entropy."""
     n_tokens = sum(len(s.completion_ids) for s in rows)
-    sums = dict.fromkeys(("loss", "pg_loss", "kl", "ratio_mean", "clip_fraction", "entropy"), 0.0)
+    terms = ("loss", "pg_loss", "ratio_mean", "clip_fraction", "entropy") + (("kl",) if config.kl_coef > 0 else ())
+    sums = dict.fromkeys(terms, 0.0)  # without its term the KL to the base is not computed, so not logged
     size = config.per_device_train_batch_size
     for start in range(0, len(rows), size):
         micro = rows[start : start + size]
         new, mask, entropy = logprobs_and_entropy(policy, micro, pad_id)
-        with torch.no_grad(), policy.disable_adapter():
-            base, _ = batch_logprobs(policy, micro, pad_id)
+        if config.kl_coef > 0:
+            with torch.no_grad(), policy.disable_adapter():
+                base, _ = batch_logprobs(policy, micro, pad_id)
+        else:  # no KL term: spare the base model's forward pass
+            base = new.detach()
         behaviour = _padded([s.behaviour_logprobs for s in micro], new)
         advantages = torch.tensor([s.advantage for s in micro], dtype=new.dtype, device=new.device)
-        pg, kl, ratio = policy_terms(new, behaviour, base, advantages, config.clip_eps)
+        pg, kl, ratio = policy_terms(new, behaviour, base, advantages, config.clip_eps, config.objective,
+                                     config.clip_eps_high)
         loss = ((pg + config.kl_coef * kl) * mask).sum() / n_tokens
         loss.backward()
         with torch.no_grad():
             sums["loss"] += loss.item()
             sums["pg_loss"] += (pg * mask).sum().item() / n_tokens
-            sums["kl"] += (kl * mask).sum().item() / n_tokens
+            if "kl" in sums:
+                sums["kl"] += (kl * mask).sum().item() / n_tokens
             sums["ratio_mean"] += (ratio * mask).sum().item() / n_tokens
-            sums["clip_fraction"] += (((ratio - 1).abs() > config.clip_eps) & mask).sum().item() / n_tokens
+            clipped = (ratio < 1 - config.clip_eps) | (ratio > 1 + (config.clip_eps_high or config.clip_eps))
+            sums["clip_fraction"] += (clipped & mask).sum().item() / n_tokens
             sums["entropy"] += entropy.sum().item() / n_tokens
     grad_norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
     optimizer.step()
