@@ -15,6 +15,7 @@ from app.cli import app
 from storage.engine import open_store
 from training.history import metric_names, steps, storable
 from training.jobs import TrainingJobError, get_job, list_jobs, run_training_job
+from training.registry import RegistryError
 from training.trainers import DPOTrainingConfig, LoraSettings, PPOTrainingConfig, SFTTrainingConfig
 
 runner = CliRunner()
@@ -81,6 +82,17 @@ def test_a_failed_job_keeps_the_steps_it_logged(tmp_path, model):
                progress=stop_at_step_3)
     job = list_jobs(engine)[0]
     assert job.status == "failed" and [e["step"] for e in job.history] == [1, 2]
+
+
+def test_a_config_the_registry_cannot_store_is_refused_before_training(tmp_path, model):
+    """publish stores the config as strict JSON: an infinite time budget would fail there, after
+    the whole run; it fails before the job starts instead."""
+    engine = open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    trained: list[int] = []
+    with pytest.raises(RegistryError, match="config cannot be stored as JSON"):
+        _train(engine, tmp_path, "ppo", SAMPLES, PPOTrainingConfig(model=model, max_seconds=math.inf, **SMALL),
+               progress=lambda step, total: trained.append(step))
+    assert trained == [] and list_jobs(engine) == []
 
 
 def test_non_finite_values_are_stored_as_null():

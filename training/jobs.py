@@ -33,7 +33,7 @@ from storage.records import utcnow
 from training.adapter_folders import version_name
 from training.history import HistoryEntry, storable
 from training.isolated import train_in_child
-from training.registry import AdapterRecord, publish
+from training.registry import AdapterRecord, check_json, publish
 
 JOB_FOLDER_PREFIX = "sparring-job"
 OWNER_FILE = "owner.json"
@@ -99,6 +99,7 @@ def run_training_job(
             dataset_kinds = ", ".join(kind_names(reads_snapshot=True))
             raise ValueError(f"only the dataset trainers ({dataset_kinds}) run isolated, not {kind!r}")
         train = partial(train_in_child, kind)
+    check_json(config.to_dict(), "config")  # publish checks it again: refuse before training, not after
     extra = dict(extra or {})
     if dataset_snapshot_id is not None:
         extra["dataset_snapshot_id"] = dataset_snapshot_id

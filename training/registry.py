@@ -147,8 +147,8 @@ def publish(
             f"invalid role {role!r}: use letters, digits, '_' and '-' (starting with a letter or "
             "digit), e.g. critic or debater_a"
         )
-    _check_json(config, "config")
-    _check_json(metrics, "metrics")
+    check_json(config, "config")
+    check_json(metrics, "metrics")
     check_trained_folder(trained_dir, base_model=base_model)
 
     def check(conn: Connection) -> int | None:
@@ -210,7 +210,7 @@ def promote(engine: Engine, name: str, *, eval: dict[str, Any] | None = None) ->
     """Make the candidate ``name`` the active version of its role and retire the version
     active until now, in one transaction. ``eval``: the gate's figures, kept on the version."""
     if eval is not None:
-        _check_json(eval, "eval")
+        check_json(eval, "eval")
 
     def work(conn: Connection) -> AdapterRecord:
         role = _role_of(name)
@@ -222,7 +222,7 @@ def promote(engine: Engine, name: str, *, eval: dict[str, Any] | None = None) ->
 
 def reject(engine: Engine, name: str, *, eval: dict[str, Any]) -> AdapterRecord:
     """Mark the candidate ``name`` rejected, keeping the figures it was rejected on."""
-    _check_json(eval, "eval")
+    check_json(eval, "eval")
 
     def work(conn: Connection) -> AdapterRecord:
         role = _role_of(name)
@@ -260,7 +260,8 @@ def rollback(engine: Engine, role: str, *, to: str | None = None) -> AdapterReco
 # --- publishing -----------------------------------------------------------------------------
 
 
-def _check_json(value: dict[str, Any], what: str) -> None:
+def check_json(value: dict[str, Any], what: str) -> None:
+    """RegistryError unless ``value`` is storable as strict JSON (no NaN, no infinity)."""
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
