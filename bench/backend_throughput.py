@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from app.settings import load_settings
+from app import api
 from graphs.policies.base import GenerationRequest, Message, SamplingParams
 from graphs.policies.base_models import load_model, resolve_device
 from graphs.policies.inprocess import InProcessBackend
@@ -80,7 +80,7 @@ async def backend_generate(
 
 
 async def main() -> None:
-    settings = load_settings()
+    settings = api.settings()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=settings.model)
     parser.add_argument("--cache-dir", type=Path, default=settings.cache_dir)

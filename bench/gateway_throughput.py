@@ -38,7 +38,7 @@ import openai
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from app.settings import load_settings
+from app import api
 from bench.common import note, print_table
 from graphs.policies.base import GenerationRequest, SamplingParams
 from graphs.policies.base_models import bundled_gguf_path
@@ -137,7 +137,7 @@ def main() -> None:
         env = {**os.environ, "SPARRING_MODEL": model, "SPARRING_DEVICE": args.device,
                "SPARRING_DATABASE_URL": f"sqlite:///{folder / 'gateway.db'}", "SPARRING_DATA_DIR": str(folder / "data"),
                "SPARRING_MAX_BATCH_SIZE": str(max(args.sizes))}
-        settings = load_settings(model=model, device=args.device)
+        settings = api.settings(model=model, device=args.device)
         backend = InProcessBackend.from_pretrained(model, cache_dir=settings.cache_dir, device=args.device,
                                                    max_batch_size=max(args.sizes))
         port = free_port()

@@ -23,7 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 from transformers import DynamicCache
 
-from app.settings import load_settings
+from app import api
 from bench.common import note, print_table
 from graphs.policies.base_models import load_model
 from graphs.policies.kv_cache import GrowingCache
@@ -44,7 +44,7 @@ def decode(model, cache, prompts: torch.Tensor, steps: int) -> tuple[float, torc
 
 
 def main() -> None:
-    settings = load_settings()
+    settings = api.settings()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, nargs="+", default=[64, 200], help="rows decoding together")
     parser.add_argument("--lengths", type=int, nargs="+", default=[100, 300], help="prompt tokens cached before")

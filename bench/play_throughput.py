@@ -44,7 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 from sqlalchemy import select
 
-from app.settings import load_settings
+from app import api
 from bench.backend_throughput import raw_generate
 from graphs.episodes import play
 from graphs.math_reflection.options import ReflectionOptions
@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--join-wait-steps", type=int, default=None, help="the backend's join_wait_steps")
     args = parser.parse_args()
 
-    settings = load_settings()
+    settings = api.settings()
     backend = InProcessBackend.from_pretrained(
         settings.model, cache_dir=settings.cache_dir, device=settings.device, max_batch_size=max(args.sizes)
     )

@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from app.settings import load_settings
+from app import api
 from graphs.policies.base_models import resolve_model
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--source", default=None, help="a model folder (default: the configured model, converted)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    settings = load_settings()
+    settings = api.settings()
     source = Path(args.source or resolve_model(settings.model, settings.cache_dir))
     torch.manual_seed(args.seed)
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source), dtype=torch.bfloat16)

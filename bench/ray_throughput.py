@@ -30,7 +30,11 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from bench.common import (
-    add_postgres_argument, fresh_postgres_database, note, postgres_server, print_table,
+    add_postgres_argument,
+    fresh_postgres_database,
+    note,
+    postgres_server,
+    print_table,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

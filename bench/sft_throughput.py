@@ -34,7 +34,7 @@ os.environ.update({name: value for name, value in QUIET_ENVIRONMENT.items() if n
 
 import torch
 
-from app.settings import load_settings
+from app import api
 from bench.common import note, print_table
 from bench.play_throughput import matmul_peak_flops
 from graphs.math_reflection.prompts import actor_messages, refine_messages
@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["default", "dropout"],
                         help="settings to time, the first is the baseline (default: default dropout)")
     args = parser.parse_args()
-    settings = load_settings()
+    settings = api.settings()
     data = rows(args.steps * args.batch_size)
     base = SFTTrainingConfig(model=settings.model, device="cpu", seed=settings.seed, max_steps=args.steps,
                              per_device_train_batch_size=args.batch_size)

@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from app.settings import load_settings
+from app import api
 from bench.common import fresh_postgres_database, note, postgres_server, progress
 from bench.synthetic_records import GENERATOR_VERSION, SyntheticRun, synthetic_runs
 from storage.engine import open_store
@@ -245,7 +245,7 @@ def postgres_store(server_url: str, n_turns: int, *, seed: int = 0) -> Iterator[
 
 @contextmanager
 def _cached_sqlite(n_turns: int) -> Iterator[LoadedStore]:
-    yield cached_sqlite_store(n_turns, load_settings().cache_dir / "bench")
+    yield cached_sqlite_store(n_turns, api.settings().cache_dir / "bench")
 
 
 def bench_stores(n_turns: int, postgres_url: str | None) -> list[tuple[str, StoreFactory]]:

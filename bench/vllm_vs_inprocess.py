@@ -30,8 +30,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
+from app import api
 from app.commands.vllm_cmd import vllm_command
-from app.settings import load_settings
 from bench.backend_throughput import prompts
 from graphs.policies.base import Backend, GenerationRequest, Message, SamplingParams
 from graphs.policies.base_models import resolve_model
@@ -91,7 +91,7 @@ async def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop the server when killed
-    settings = load_settings()
+    settings = api.settings()
     batch = prompts(args.prompts, seed=16)
 
     local = InProcessBackend.from_pretrained(args.model, cache_dir=settings.cache_dir, device="cpu",

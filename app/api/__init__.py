@@ -19,7 +19,7 @@ from app.api.errors import InputError, RunError, SparringError
 from app.api.evaluate import EvaluatedSet, EvaluationProgress, EvaluationReport, evaluate
 from app.api.play import PlayProgress, PlayResult, play
 from app.api.retrain import RetrainProgress, RetrainResult, retrain
-from app.api.store import StaleWork, clean_up_stale_work, open_store
+from app.api.store import StaleWork, clean_up_stale_work, open_store, settings
 from app.api.train import TrainProgress, TrainResult, train
 
 __all__ = [
@@ -45,5 +45,6 @@ __all__ = [
     "open_store",
     "play",
     "retrain",
+    "settings",
     "train",
 ]
