@@ -419,17 +419,12 @@ def test_a_run_that_fails_midway_leaves_no_folder_behind(tmp_path: Path, base_di
 
 def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
     parent = adapters / "actor" / "v1"
-    rows = ppo_rows(base_dir, parent, advantages=[0.0, 0.0])
-    with pytest.raises(EmptyTrainingDataError, match="advantage is zero"):  # by default such rows are left out
-        train_ppo(rows, small(PPOTrainingConfig, base_dir), role="actor", output_dir=tmp_path / "skipped",
-                  cache_dir=tmp_path / "cache", parent_adapter=parent)
-    assert not (tmp_path / "skipped").exists()
+    rows = ppo_rows(base_dir, parent, advantages=[0.0, 0.0])  # every row without advantage: all are kept
     result = train_ppo(
         rows,
         small(
             PPOTrainingConfig,
             base_dir,
-            skip_zero_advantage=False,
             kl_coef=0.0,
             max_steps=2,
             gradient_accumulation_steps=2,
@@ -445,6 +440,7 @@ def test_ppo_zero_advantage_without_kl_leaves_weights_unchanged(tmp_path: Path, 
     assert all(torch.equal(saved[name], initial[name]) for name in saved)
     assert result.metrics["loss"] == 0.0 and result.metrics["grad_norm"] == 0.0
     assert result.metrics["frac_zero_advantage"] == 1.0  # nothing to learn, and the log says so
+    assert result.metrics["zero_advantage_rows"] == 2.0
 
 
 @pytest.mark.parametrize("objective", ["clipped", "reinforce"])

@@ -14,13 +14,15 @@ under the base model (the same model, adapter disabled):
 
 that is a token mean over every completion token of the optimiser step (all its accumulated
 micro-batches). With ``objective="reinforce"`` the policy term is ``pg = -A * new`` instead:
-no ratio and no clip, REINFORCE with the builder's group baseline. The clipped surrogate stops
+no ratio and no clip: REINFORCE with the baseline the builder subtracted. The clipped surrogate stops
 pushing a token up once its ratio passes ``1 + clip_eps``, which bounds what several epochs
 over one logged batch can teach; REINFORCE keeps going, and the KL term holds it near the base.
 Rows whose advantage is zero are left out unless ``skip_zero_advantage`` is off (they teach
-the KL term only). ``new - behaviour`` is clamped to [-20, 20] before ``exp`` so that logged
-log-probabilities far from the policy's cannot overflow. AdamW updates the LoRA parameters
-only, at a constant learning rate, after clipping the gradient norm to ``max_grad_norm``.
+the KL term only); when every row's is, all are kept and the update is the KL term's alone
+(``zero_advantage_rows`` equal to the rows says so). ``new - behaviour`` is clamped to
+[-20, 20] before ``exp`` so that logged log-probabilities far from the policy's cannot
+overflow. AdamW updates the LoRA parameters only, at a constant learning rate, after clipping
+the gradient norm to ``max_grad_norm``.
 
 Left out, on purpose: a value function (the builder's group-normalised advantages replace
 it), several passes over one sample with early stopping on KL (run more epochs instead),
@@ -47,7 +49,7 @@ from graphs.policies.logits_to_keep import last_positions
 from storage.models import DatasetKind
 from training.adapter_folders import AdapterMetadata, discard, prepare_run, staging_dir, write_adapter
 from training.trainers.data import TrainingRows, as_dataset, require_columns
-from training.trainers.errors import DatasetColumnsError, EmptyTrainingDataError, TrainingDivergedError
+from training.trainers.errors import DatasetColumnsError, TrainingDivergedError
 from training.trainers.lora import attach_adapter, load_base_model
 from training.trainers.ppo_config import PPOTrainingConfig
 from training.trainers.progress import LogFn, ProgressFn
@@ -233,14 +235,8 @@ def train_ppo(
             f"train on: raise max_length."
         )
     without_advantage = sum(abs(s.advantage) < ZERO_ADVANTAGE for s in samples)
-    if config.skip_zero_advantage:
+    if config.skip_zero_advantage and without_advantage < len(samples):
         samples = [s for s in samples if abs(s.advantage) >= ZERO_ADVANTAGE]
-        if not samples:
-            raise EmptyTrainingDataError(
-                f"Every row's advantage is zero ({without_advantage} rows): the samples of each task all scored "
-                f"alike, so there is nothing to learn. Play several samples per task (--samples) on tasks the "
-                f"policy sometimes gets right, or set skip_zero_advantage: false to train the KL term alone."
-            )
     output_dir = prepare_run(
         role=role, output_dir=output_dir, parent_adapter=parent_adapter, model=config.model, cache_dir=cache_dir
     )

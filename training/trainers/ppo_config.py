@@ -32,7 +32,8 @@ class PPOTrainingConfig(TrainingConfig):
         default=True,
         metadata={
             "help": "Leave out rows whose advantage is zero (their group's samples all scored alike): they "
-            "would cost a forward and backward pass each for the KL term alone."
+            "would cost a forward and backward pass each for the KL term alone. When every row's advantage "
+            "is zero, all are kept."
         },
     )
 
