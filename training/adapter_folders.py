@@ -427,11 +427,8 @@ def _write_synced(target: Path, data: bytes) -> None:
 
 
 def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
     with file.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.api.errors import InputError
 from app.api.store import open_store, settings
@@ -113,30 +113,29 @@ def sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows:
 
 def ppo_options(kind: str, baseline: str | None) -> PPOOptions | None:
     """The policy-gradient builder's options from ``baseline`` (None: the builder's defaults)."""
-    if baseline is None:
-        return None
-    if kind != "ppo":
-        raise InputError(f"--baseline applies to ppo rows only, not to {kind}")
     from training.datasets import PPOOptions
 
-    try:
-        return PPOOptions(baseline=baseline)
-    except ValueError as exc:
-        raise InputError(str(exc).replace("baseline", "--baseline", 1)) from exc
+    return _option(kind, "ppo", "--baseline", "baseline", baseline, PPOOptions)
 
 
 def dpo_options(kind: str, pairs: str | None) -> DPOOptions | None:
     """The DPO builder's options from ``pairs`` (None: the builder's defaults)."""
-    if pairs is None:
-        return None
-    if kind != "dpo":
-        raise InputError(f"--pairs applies to dpo rows only, not to {kind}")
     from training.datasets import DPOOptions
 
+    return _option(kind, "dpo", "--pairs", "group_pairs", pairs, DPOOptions)
+
+
+def _option(kind: str, for_kind: str, flag: str, field: str, value: str | None, options_type: type) -> Any:
+    """``options_type(field=value)`` for ``for_kind`` rows; None when ``value`` is; InputError, in
+    the command's words (``flag``), for another kind or a value the builder refuses."""
+    if value is None:
+        return None
+    if kind != for_kind:
+        raise InputError(f"{flag} applies to {for_kind} rows only, not to {kind}")
     try:
-        return DPOOptions(group_pairs=pairs)
+        return options_type(**{field: value})
     except ValueError as exc:
-        raise InputError(str(exc).replace("group_pairs", "--pairs", 1)) from exc
+        raise InputError(str(exc).replace(field, flag, 1)) from exc
 
 
 def log_filter(split: str, evaluation_data: bool, policy: str | None) -> LogFilter:

@@ -42,8 +42,8 @@ from training.datasets.errors import (
     SnapshotFileError,
     SnapshotNotFoundError,
 )
-from training.datasets.policy_gradient import PolicyGradientRows, PPOOptions
 from training.datasets.external import registered_game
+from training.datasets.policy_gradient import PolicyGradientRows, PPOOptions
 from training.datasets.preference import DPOOptions, PreferencePairs
 from training.datasets.reading import DEFAULT_CHUNK_EPISODES, Commits, EpisodeLog, LogFilter, read_episodes
 from training.datasets.reward_model import BalancedRewardRows, RewardOptions
@@ -59,7 +59,6 @@ BUILDERS: dict[DatasetKind, type[Builder[Any]]] = {
     DatasetKind.SFT: RejectionSampling,
     DatasetKind.REWARD: BalancedRewardRows,
 }
-_HASH_BLOCK = 1 << 20
 FOR_TRAINING = "for_training"
 """key of ``filter_spec`` set on a snapshot built for a training job (see ``build_snapshot``)"""
 
@@ -438,8 +437,5 @@ def _safe(name: str) -> str:
 
 
 def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as file:
-        while block := file.read(_HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(file, "sha256").hexdigest()
