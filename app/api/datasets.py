@@ -72,15 +72,24 @@ def build_dataset(
         raise InputError(f"unknown dataset kind {kind!r}; kinds: {', '.join(KINDS)}")
     if since not in ("latest", "all"):
         raise InputError(f"--since {since!r}: use 'latest' or 'all'")
-    options = sft_options(kind, game, role, verdicts, max_rows, refinements, first_repairs, answer_lines)
-    options = dpo_options(kind, pairs) or ppo_options(kind, baseline) or options
+    options = row_options(kind, game, role, verdicts, max_rows, refinements, first_repairs, answer_lines, pairs,
+                          baseline)
     chosen_filter = log_filter(split, train_on_eval_data, policy)
     chosen = settings(database_url=database_url)
     return build_rows(open_store(chosen.database_url), chosen, kind, role, game, chosen_filter, since=since,
                       options=options, progress=progress or _Silent())
 
 
-def sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None,
+def row_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None, refinements: bool,
+                first_repairs: bool, answer_lines: bool, pairs: str | None, baseline: str | None,
+                ) -> BuilderOptions | None:
+    """The builder's options from the arguments that choose rows (those of ``build_dataset``;
+    None: the builder's defaults), each checked against ``kind`` and what ``game`` gives ``role``."""
+    from_sft = _sft_options(kind, game, role, verdicts, max_rows, refinements, first_repairs, answer_lines)
+    return _dpo_options(kind, pairs) or _ppo_options(kind, baseline) or from_sft
+
+
+def _sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows: int | None,
                 refinements: bool = False, first_repairs: bool = False, answer_lines: bool = False,
                 ) -> SFTOptions | None:
     """The SFT builder's options from ``verdicts``, ``max_rows``, ``refinements``,
@@ -111,14 +120,14 @@ def sft_options(kind: str, game: str, role: str, verdicts: str | None, max_rows:
     return options
 
 
-def ppo_options(kind: str, baseline: str | None) -> PPOOptions | None:
+def _ppo_options(kind: str, baseline: str | None) -> PPOOptions | None:
     """The policy-gradient builder's options from ``baseline`` (None: the builder's defaults)."""
     from training.datasets import PPOOptions
 
     return _option(kind, "ppo", "--baseline", "baseline", baseline, PPOOptions)
 
 
-def dpo_options(kind: str, pairs: str | None) -> DPOOptions | None:
+def _dpo_options(kind: str, pairs: str | None) -> DPOOptions | None:
     """The DPO builder's options from ``pairs`` (None: the builder's defaults)."""
     from training.datasets import DPOOptions
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.api.datasets import OWN_ROW_FLAGS, BuildProgress, build_rows, dpo_options, ppo_options, sft_options
+from app.api.datasets import OWN_ROW_FLAGS, BuildProgress, build_rows, row_options
 from app.api.errors import InputError, RunError
 from app.api.store import open_for_work, open_store, settings
 
@@ -162,8 +162,8 @@ def train(
     _check_row_options(kind, dataset, screen, own_rows=(verdicts is not None or max_rows is not None or refinements
                                                         or first_repairs or answer_lines), pairs=pairs,
                        baseline=baseline)
-    from_sft = sft_options(kind, game, rows_role, verdicts, max_rows, refinements, first_repairs, answer_lines)
-    build_options = dpo_options(kind, pairs) or ppo_options(kind, baseline) or from_sft
+    build_options = row_options(kind, game, rows_role, verdicts, max_rows, refinements, first_repairs, answer_lines,
+                                pairs, baseline)
     rank = _check_launch(trainer, rows_role, dataset)
     chosen = settings(database_url=database_url)
     flags = {
