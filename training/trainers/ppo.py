@@ -126,11 +126,15 @@ def policy_terms(
     if objective == "reinforce":
         pg = -a * new
     else:
-        high = clip_eps if clip_eps_high is None else clip_eps_high
-        pg = -torch.minimum(ratio * a, ratio.clamp(1 - clip_eps, 1 + high) * a)
+        pg = -torch.minimum(ratio * a, ratio.clamp(*clip_range(clip_eps, clip_eps_high)) * a)
     base_minus_new = base - new
     kl = torch.exp(base_minus_new) - base_minus_new - 1
     return pg, kl, ratio
+
+
+def clip_range(clip_eps: float, clip_eps_high: float | None) -> tuple[float, float]:
+    """The ratio's clip: [1 - clip_eps, 1 + clip_eps_high], clip_eps upwards too when clip_eps_high is None."""
+    return 1 - clip_eps, 1 + (clip_eps if clip_eps_high is None else clip_eps_high)
 
 
 def batch_logprobs(model: torch.nn.Module, samples: Sequence[Sample], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -374,7 +378,8 @@ def _optimizer_step(
             if "kl" in sums:
                 sums["kl"] += (kl * mask).sum().item() / n_tokens
             sums["ratio_mean"] += (ratio * mask).sum().item() / n_tokens
-            clipped = (ratio < 1 - config.clip_eps) | (ratio > 1 + (config.clip_eps_high or config.clip_eps))
+            low, high = clip_range(config.clip_eps, config.clip_eps_high)
+            clipped = (ratio < low) | (ratio > high)
             sums["clip_fraction"] += (clipped & mask).sum().item() / n_tokens
             sums["entropy"] += entropy.sum().item() / n_tokens
     grad_norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
