@@ -86,8 +86,8 @@ def cluster() -> Iterator[str]:
 
 def _env(url: str, tmp_path: Path, **more: str) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("SPARRING_")}
-    environ.update(SPARRING_DATABASE_URL=url, SPARRING_DATA_DIR=str(tmp_path / "data"),
-                   SPARRING_RAY_WORKER_CPUS="0.5", **more)  # 2 CPUs: 4 workers at once
+    environ.update({"SPARRING_DATABASE_URL": url, "SPARRING_DATA_DIR": str(tmp_path / "data"),
+                    "SPARRING_RAY_WORKER_CPUS": "0.5", **more})  # 2 CPUs: 4 workers at once
     return environ
 
 
@@ -173,6 +173,57 @@ def test_a_killed_ray_worker_has_its_unfinished_episodes_replayed(cluster: str, 
     assert all(e.run_id == victim.id and e.error.startswith("interrupted: ray worker 1 (") for e in failed)
     assert len(episodes) == n + cut
     engine.dispose()
+
+
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` at once (a node's raylet puts its workers in
+    process groups of their own, inside the node's session)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def test_a_node_that_dies_has_its_workers_episodes_played_on_the_others(cluster: str, postgres_url: str,
+                                                                       tmp_path: Path) -> None:
+    """A third node joins, takes one of three workers (1 CPU each, so one per node) and dies whole:
+    its raylet, agents and worker killed at once, as a machine that loses power. The share is
+    played on the nodes left, and the cluster goes on with them."""
+    node = _start_node("--address", cluster, "--dashboard-agent-listen-port", "0")
+    try:
+        _wait_for_cpus(cluster, 3)
+        n, seed = 600, 11
+        engine = open_store(postgres_url)
+        process = _sparring(_env(postgres_url, tmp_path, SPARRING_RAY_WORKER_CPUS="1"), "play", "math-reflection",
+                            *SCRIPTED, "-n", str(n), "-c", "4", "--seed", str(seed), "--workers", "3", "--ray",
+                            cluster)
+        workers = [_worker_run(engine, worker=k) for k in range(3)]
+        on_node = [w for w in workers if os.getsid(w.pid) == node.pid]  # the node's processes share its session
+        assert len(on_node) == 1, "each node should hold one worker"
+        _kill_session(node.pid)
+        code, summary, stderr = _finish(process)
+    finally:
+        stop_group(node, grace_s=5)
+    victim = on_node[0]
+
+    assert code == 0, stderr
+    said = " ".join(stderr.split())
+    assert f"ray worker {victim.config['worker']}" in said and "The unfinished episodes were played again" in said
+    by_id = {r.id: r for r in _runs(engine)}
+    assert by_id[victim.id].status == "failed"
+    replays = [r for r in by_id.values() if r.config.get("attempt") == 1]
+    assert replays and {r.status for r in replays} == {"finished"}
+    victim_done = count_episodes_by_status(engine, victim.id).get("succeeded", 0)
+    assert summary[0]["replayed"] == victim.config["episodes"] - victim_done > 0
+    episodes = _episodes(engine)
+    assert Counter(e.seed for e in episodes if e.status == "succeeded") == Counter(range(seed, seed + n))
+    assert {e.run_id for e in episodes if e.status != "succeeded"} <= {victim.id}
+    assert len(episodes) == n + summary[0]["failed"]
+    engine.dispose()
+    _wait_for_cpus(cluster, 2)  # the dead node has left: the next tests see the two nodes they started with
 
 
 def test_ctrl_c_stops_the_clusters_work_within_seconds(cluster: str, postgres_url: str, tmp_path: Path) -> None:
