@@ -35,6 +35,7 @@ QUIET_ENVIRONMENT = {
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "TRANSFORMERS_VERBOSITY": "error",
     "DATASETS_VERBOSITY": "error",
+    "TRL_EXPERIMENTAL_SILENCE": "1",  # TRL's warning that GRPO's rollout_func is experimental
 }
 """set unless the user set them: what switches the libraries' console output off"""
 

@@ -58,7 +58,8 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
         description="Precision of the in-process model that plays: auto is bfloat16 on CUDA and on CPUs with native "
-        "bfloat16 (AVX512-BF16/AMX: faster decoding), else float32. Training on a CPU stays float32.",
+        "bfloat16 (AVX512-BF16/AMX: faster decoding), else float32. Training has its own precision setting "
+        "(docs/training.md).",
     )
     eval_dtype: Literal["float32", "same"] = Field(
         "float32",

@@ -34,6 +34,7 @@ ORDER = (
     "query_paging",
     "dataset_build",
     "sft_throughput",
+    "grpo_step",
     "kv_cache",
     "learning_recipes",
 )
@@ -52,6 +53,7 @@ QUICK_ARGS = {
     "query_paging": ["--repeats", "3"],
     "dataset_build": ["--repeats", "1"],
     "sft_throughput": ["--steps", "2"],
+    "grpo_step": ["--steps", "1"],
     "kv_cache": ["--batches", "16", "--lengths", "64", "--steps", "4"],
     "learning_recipes": ["--recipes", "sft,dpo", "--budget", "60", "--train-tasks", "16", "--eval-tasks", "32"],
     "ray_throughput": ["--episodes", "200", "--workers", "1", "2"],

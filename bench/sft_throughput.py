@@ -7,13 +7,14 @@ adapter from the base model on the same rows, in the same order, for ``--steps``
 steps of ``--batch-size`` rows (TRL's SFTTrainer through ``train_sft``, as ``sparring train
 sft`` does). The first setting is the baseline; the table gives each setting's seconds per
 step, trained tokens per second, the ratio of its time to the baseline's, and the share of the
-CPU's float32 matmul peak its tokens would take at 4 x params FLOPs a token (forward 2,
-backward through the frozen weights 2; an upper bound, since the output head runs on
-completion tokens only and the adapters' own FLOPs, under 1%, are left out). Training runs on
-the CPU, in float32, as on a laptop.
+CPU's matmul peak in the setting's precision (measured here) its tokens would take at 4 x
+params FLOPs a token (forward 2, backward through the frozen weights 2; an upper bound, since
+the output head runs on completion tokens only and the adapters' own FLOPs, under 1%, are left
+out). Training runs on the CPU, in float32 (``bfloat16``: the frozen base model in bfloat16,
+the adapter and optimiser in float32), as on a laptop.
 
     python -m bench.sft_throughput                       # default vs lora dropout 0.05, 24 steps each
-    python -m bench.sft_throughput --steps 8 --settings default dropout checkpointing
+    python -m bench.sft_throughput --steps 8 --settings default bfloat16 checkpointing
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ SETTINGS = {
     "default": lambda c: c,
     "dropout": lambda c: replace(c, lora=replace(c.lora, dropout=0.05)),
     "checkpointing": lambda c: replace(c, gradient_checkpointing=True),
+    "bfloat16": lambda c: replace(c, precision="bfloat16"),
 }
 """Each setting named on the command line: how it changes the default SFT settings."""
 
@@ -81,17 +83,19 @@ def main() -> None:
     model, _ = load_model(settings.model, cache_dir=settings.cache_dir, device="cpu")
     params = sum(p.numel() for p in model.parameters())
     del model
-    peak = matmul_peak_flops(torch.float32, torch.device("cpu"))
-    note(f"{len(data)} rows, {args.steps} steps of {args.batch_size}; {params / 1e6:.1f} M params, "
-         f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    peaks = {dtype: matmul_peak_flops(getattr(torch, dtype), torch.device("cpu")) for dtype in ("float32", "bfloat16")}
+    note(f"{len(data)} rows, {args.steps} steps of {args.batch_size}; {params / 1e6:.1f} M params, matmul peak "
+         f"{peaks['float32'] / 1e9:.1f} GFLOP/s in float32, {peaks['bfloat16'] / 1e9:.1f} in bfloat16")
     table, baseline = [], None
     with tempfile.TemporaryDirectory(prefix="sparring-bench-sft-") as workdir:
         for name in args.settings:
             note(f"training: {name}")
-            result = train_sft(data, SETTINGS[name](base), role="actor", output_dir=Path(workdir) / name,
+            config = SETTINGS[name](base)
+            result = train_sft(data, config, role="actor", output_dir=Path(workdir) / name,
                                cache_dir=settings.cache_dir)
             seconds, tokens = result.metrics["runtime_s"], result.metrics["num_tokens"]
             baseline = baseline or seconds
+            peak = peaks["bfloat16" if config.precision == "bfloat16" else "float32"]
             utilisation = tokens * 4 * params / seconds / peak
             table.append([name, seconds / args.steps, tokens / seconds, seconds / baseline, f"{utilisation:.0%}"])
     print(f"SFT on the bundled model, {args.steps} steps of {args.batch_size} rows, time against {args.settings[0]}:")

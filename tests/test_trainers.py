@@ -177,6 +177,18 @@ def test_sft_trains_only_its_adapter_and_reports_progress(
     assert [p.name for p in (adapters / "actor").iterdir() if p.name.startswith(".")] == []  # no staging left
 
 
+def test_a_bfloat16_base_trains_a_float32_adapter(tmp_path: Path, base_dir: Path, adapters: Path) -> None:
+    """``precision: bfloat16`` loads the frozen base in bfloat16; the adapter still trains and is saved in float32."""
+    before = snapshot(base_dir)
+    config = small(SFTTrainingConfig, base_dir, precision="bfloat16")
+    result = train_sft(SFT_ROWS, config, role="actor", output_dir=adapters / "actor" / "v9",
+                       cache_dir=tmp_path / "cache")
+    assert_trained_alone(result, before=before, initial=None, kind="sft")
+    assert {t.dtype for t in load_file(result.adapter_dir / WEIGHTS_FILE).values()} == {torch.float32}
+    metadata = read_metadata(result.adapter_dir)
+    assert metadata is not None and metadata.config["precision"] == "bfloat16"
+
+
 def test_a_batch_over_max_batch_tokens_trains_in_smaller_passes_of_the_same_effective_batch(
     tmp_path: Path, base_dir: Path, adapters: Path
 ) -> None:

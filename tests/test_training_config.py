@@ -61,6 +61,7 @@ def write(tmp_path, text: str):
         ("dpo", "gradient_checkpointing: yes please\n", "'gradient_checkpointing' must be true or false"),
         ("sft", "model: HuggingFaceTB/SmolLM2-360M\n", "'model' cannot be set here: the base model is the "
          "SPARRING_MODEL setting"),
+        ("ppo", "precision: float16\n", "precision 'float16' is not one of auto, float32, bfloat16"),
         ("sft", "lora: [1, 2\n", "train.yaml, line 2: not valid YAML"),
         ("sft", "- learning_rate\n", "expected a mapping of setting: value, got a list"),
         ("dpo", "trl: {output_dir: /tmp/x}\n", "trl.output_dir: DPOConfig's 'output_dir' is not passed through "

@@ -177,7 +177,7 @@ def native_bf16_cpu() -> bool:
 
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device, *, serving: bool = False) -> torch.dtype:
     """``"auto"``: bfloat16 on CUDA; on a CPU float32, except for serving (``serving``) on a
-    CPU with native bfloat16. Training on a CPU stays float32."""
+    CPU with native bfloat16 (training asks for its own precision, ``TrainingConfig.precision``)."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":

@@ -21,6 +21,8 @@ _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 MAX_LEARNING_RATE = 1e-2
 """Above it Adam moves each LoRA weight by about this much a step, as large as the weights
 themselves: training diverges, so such a rate is a typo (5 for 5e-5) rather than a choice."""
+PRECISIONS = ("auto", "float32", "bfloat16")
+"""``TrainingConfig.precision`` values: auto follows ``load_model`` (float32 on a CPU, bfloat16 on CUDA)."""
 REPORT_TARGETS = (
     "none", "all", "azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte",
     "kubeflow", "mlflow", "neptune", "swanlab", "tensorboard", "trackio", "wandb",
@@ -39,6 +41,13 @@ class TrainingConfig:
     device: str = field(
         default="auto",
         metadata={"help": "auto (CUDA when available, else CPU), cpu, cuda, cuda:N or mps."},
+    )
+    precision: str = field(
+        default="auto",
+        metadata={"help": "Precision of the frozen base model's weights while training: auto (float32 on a CPU, "
+                          "bfloat16 on CUDA), float32 or bfloat16. The LoRA weights and the optimiser stay float32 "
+                          "either way. On a CPU, bfloat16 halves the base model's memory; whether it is faster "
+                          "depends on the CPU (bench/sft_throughput.py measures it)."},
     )
     lora: LoraSettings = field(
         default_factory=LoraSettings,
@@ -112,6 +121,8 @@ class TrainingConfig:
             raise ValueError('model is empty: use "bundled", a local model folder or a Hugging Face model id.')
         if not _DEVICE.match(self.device):
             raise ValueError(f"device {self.device!r} is not a device: use auto, cpu, cuda, cuda:N or mps.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}.")
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
             raise ValueError(
                 f"learning_rate must be a positive number, got {self.learning_rate}; LoRA usually trains "

@@ -125,9 +125,11 @@ def _check_peft_arguments(arguments: dict[str, Any]) -> None:
             raise ValueError(f"lora.peft.{key} is not an argument of PEFT's LoraConfig{hint}")
 
 
-def load_base_model(model: str, *, cache_dir: Path, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The base model to train on: float32 on CPU, bfloat16 on CUDA (``load_model``'s "auto")."""
-    return load_model(model, cache_dir=cache_dir, device=device)
+def load_base_model(model: str, *, cache_dir: Path, device: str,
+                    precision: str = "auto") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The base model to train on, in ``precision`` (``TrainingConfig.precision``; "auto":
+    float32 on CPU, bfloat16 on CUDA)."""
+    return load_model(model, cache_dir=cache_dir, device=device, dtype=precision)
 
 
 def uses_cpu(device: str) -> bool:

@@ -249,7 +249,8 @@ def train_ppo(
         # before the model loads, so that a tracker whose package is missing fails at once
         report = _tracker_report(config, role, staging, len(step_plan(len(samples), config)))
         set_seed(config.seed)
-        model, tokenizer = load_base_model(config.model, cache_dir=cache_dir, device=config.device)
+        model, tokenizer = load_base_model(config.model, cache_dir=cache_dir, device=config.device,
+                                           precision=config.precision)
         policy = attach_adapter(model, config.lora, parent_adapter)
         policy.eval()
         report.begin(policy)

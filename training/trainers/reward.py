@@ -151,7 +151,8 @@ def train_reward(
     if parent_adapter is not None:
         _check_parent_is_a_verifier(Path(parent_adapter))
     set_seed(config.seed)
-    model, tokenizer = load_reward_base(config.model, cache_dir=cache_dir, device=config.device)
+    model, tokenizer = load_reward_base(config.model, cache_dir=cache_dir, device=config.device,
+                                        dtype=config.precision)
     peft_config = None
     if parent_adapter is None:
         peft_config = replace(config.lora.to_peft(), task_type=SEQ_CLS)

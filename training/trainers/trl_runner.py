@@ -106,7 +106,8 @@ def train_with_trl(
         role=role, output_dir=output_dir, parent_adapter=parent_adapter, model=config.model, cache_dir=cache_dir
     )
     set_seed(config.seed)
-    model, tokenizer = load_base_model(config.model, cache_dir=cache_dir, device=config.device)
+    model, tokenizer = load_base_model(config.model, cache_dir=cache_dir, device=config.device,
+                                       precision=config.precision)
     peft_config = None
     if parent_adapter is None:
         peft_config = config.lora.to_peft()
