@@ -186,17 +186,14 @@ def _probe_nodes(database_url: str) -> None:
 def _probe(database_url: str) -> str:
     """On a node: sparring imports (this function's module is loaded by reference) and the store
     answers. Returns the host's name."""
-    from sqlalchemy import create_engine, text
+    from storage.engine import driver_message, open_store
 
-    engine = create_engine(database_url)
     try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+        open_store(database_url, migrate=False).dispose()
     except Exception as exc:
-        raise RuntimeError(f"it cannot reach the store at {urlsplit(database_url).hostname}: {_last_line(str(exc))} "
+        reason = driver_message(exc.__cause__ or exc)  # the driver's own words, without open_store's advice
+        raise RuntimeError(f"it cannot reach the store at {urlsplit(database_url).hostname}: {reason} "
                            "(every node needs the store's host and port; 127.0.0.1 is each node itself)") from None
-    finally:
-        engine.dispose()
     return socket.gethostname()
 
 

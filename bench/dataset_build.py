@@ -28,12 +28,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine
 
 from bench.common import add_postgres_argument, note, print_table
 from bench.synthetic_store import LoadedStore, bench_stores
+from storage.bench_rows import count_turn_rows, delete_snapshots
 from storage.engine import open_store
-from storage.models import DatasetKind, DatasetSnapshot, Episode, Reward, Turn, TurnPayload
+from storage.models import DatasetKind
 from training.datasets import build_snapshot
 
 GAME, ROLE = "math-reflection", "actor"
@@ -42,22 +43,7 @@ KINDS = (DatasetKind.DPO, DatasetKind.PPO)
 
 def plain_select(engine: Engine, kind: DatasetKind) -> int:
     """Fetch every row the build reads from, in one query; returns how many."""
-    payload = [TurnPayload.messages, TurnPayload.response]
-    if kind == DatasetKind.PPO:
-        payload += [TurnPayload.prompt_token_ids, TurnPayload.completion_token_ids, TurnPayload.logprobs]
-    stmt = (
-        select(Turn.id, Turn.episode_id, Turn.idx, Turn.seat, *payload, Reward.name, Reward.value)
-        .join(TurnPayload, TurnPayload.turn_id == Turn.id)
-        .join(Episode, Episode.id == Turn.episode_id)
-        .outerjoin(Reward, Reward.turn_id == Turn.id)
-        .where(Episode.game == GAME, Episode.status == "succeeded", Turn.seat == ROLE)
-        .execution_options(yield_per=2000)
-    )
-    rows = 0
-    with engine.connect() as conn:
-        for chunk in conn.execute(stmt).partitions():
-            rows += len(chunk)
-    return rows
+    return count_turn_rows(engine, game=GAME, seat=ROLE, tokens=kind == DatasetKind.PPO)
 
 
 def build(engine: Engine, kind: DatasetKind, out_dir: Path) -> int:
@@ -89,8 +75,7 @@ def measure(name: str, store: LoadedStore, repeats: int, kinds: list[DatasetKind
                     note(f"  #{attempt + 1}: SELECT {select_s:.1f} s, build {build_s:.1f} s")
                 ratio = f"{build_s / select_s:.2f}x"
                 table.append((name, store.turns, str(kind), selected, rows, select_s, build_s, ratio))
-        with engine.begin() as conn:
-            conn.execute(delete(DatasetSnapshot).where(DatasetSnapshot.base_model == "bench"))
+        delete_snapshots(engine, "bench")
     finally:
         engine.dispose()
     return table

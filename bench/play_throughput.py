@@ -42,7 +42,6 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
-from sqlalchemy import select
 
 from app import api
 from bench.backend_throughput import raw_generate
@@ -54,8 +53,8 @@ from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
 from graphs.registry import get_game
 from graphs.tasks import load_tasks
+from storage.bench_rows import turn_messages
 from storage.engine import open_store
-from storage.models import Turn, TurnPayload
 from storage.recorder import NullRecorder, Recorder
 
 SEQUENTIAL_PROMPTS = 4
@@ -99,14 +98,8 @@ def played_waves(engine, episode_ids: list[str]) -> list[list[list[dict]]]:
     """The messages of each request the play made, grouped by turn index (wave 0: every
     episode's first actor prompt, wave 1: the critic prompts that followed...), in episode order."""
     order = {e: i for i, e in enumerate(episode_ids)}
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(Turn.episode_id, Turn.idx, TurnPayload.messages)
-            .join(TurnPayload, TurnPayload.turn_id == Turn.id)
-            .where(Turn.episode_id.in_(episode_ids))
-        ).all()
     waves: dict[int, list[tuple[int, list[dict]]]] = {}
-    for episode_id, idx, messages in rows:
+    for episode_id, idx, messages in turn_messages(engine, episode_ids):
         waves.setdefault(idx, []).append((order[episode_id], messages))
     return [[m for _, m in sorted(waves[i], key=lambda pair: pair[0])] for i in sorted(waves)]
 

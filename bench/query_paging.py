@@ -25,12 +25,12 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from bench.common import add_postgres_argument, note, print_table
 from bench.synthetic_store import LoadedStore, bench_stores
+from storage.bench_rows import episodes_and_turn_seats
 from storage.engine import open_store
-from storage.models import Episode, EpisodePayload, Turn
 from storage.queries import EpisodeFilter, list_episodes
 
 T = TypeVar("T")
@@ -43,15 +43,7 @@ DEEP_PAGE = 200
 
 def full_scan(engine: Engine, flt: EpisodeFilter) -> list[dict[str, Any]]:
     """Every episode and every turn's seat read, then filtered and sorted newest first in Python."""
-    episodes, payloads = Episode.__table__, EpisodePayload.__table__
-    every_episode = select(*episodes.columns, payloads.c.seats).select_from(
-        episodes.outerjoin(payloads, payloads.c.episode_id == episodes.c.id)
-    )
-    seats: dict[str, set[str]] = {}
-    with engine.connect() as conn:
-        for episode_id, seat in conn.execute(select(Turn.episode_id, Turn.seat)):
-            seats.setdefault(episode_id, set()).add(seat)
-        rows = [row._asdict() for row in conn.execute(every_episode)]
+    rows, seats = episodes_and_turn_seats(engine)
     matching = [
         r for r in rows if r["game"] == flt.game and r["status"] == flt.status and flt.seat in seats.get(r["id"], ())
     ]

@@ -33,11 +33,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import func, select
-
 from bench.common import note, print_table
+from storage.bench_rows import episode_count, first_run_status, interrupted_count
 from storage.engine import open_store
-from storage.models import Episode, Run
 
 SIGNALS = {"INT": (signal.SIGINT, 130), "TERM": (signal.SIGTERM, 143)}
 SEATS = {
@@ -83,7 +81,7 @@ def measure(policies: str, signame: str, args: argparse.Namespace) -> Stop:
     reader = threading.Thread(target=lambda: lines.extend((time.perf_counter(), line) for line in process.stderr))
     reader.start()
     try:
-        while not _count(engine, Episode.id):
+        while not episode_count(engine):
             if process.poll() is not None:
                 reader.join()
                 raise RuntimeError(f"play ended before its first episode: {''.join(line for _, line in lines)}")
@@ -98,23 +96,14 @@ def measure(policies: str, signame: str, args: argparse.Namespace) -> Stop:
         stopped = time.perf_counter()
         reader.join()
         said = next((at - sent for at, line in lines if line.startswith("interrupted")), None)
-        with engine.connect() as conn:
-            run_status = conn.scalar(select(Run.status))
-            marked = conn.scalar(select(func.count()).where(Episode.status == "failed",
-                                                           Episode.error_stage == "interrupted"))
-        return Stop(policies, signame, generating - started, said, stopped - sent, code, run_status,
-                    _count(engine, Episode.id, Episode.status == "running"), marked)
+        return Stop(policies, signame, generating - started, said, stopped - sent, code, first_run_status(engine),
+                    episode_count(engine, "running"), interrupted_count(engine))
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
         engine.dispose()
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _count(engine, column, *where) -> int:
-    with engine.connect() as conn:
-        return conn.scalar(select(func.count(column)).where(*where))
 
 
 def main() -> int:

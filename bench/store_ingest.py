@@ -35,7 +35,8 @@ from bench.common import (
     print_table,
 )
 from bench.synthetic_records import SyntheticRun, synthetic_runs
-from bench.synthetic_store import executemany_rows, postgres_timestamp, raw_rows, sqlite_timestamp
+from bench.synthetic_store import postgres_timestamp, raw_rows, sqlite_timestamp
+from storage.bench_rows import write_raw
 from storage.engine import open_store
 from storage.recorder import Recorder
 from storage.records import EpisodeEnd, EpisodeStart, JudgmentRecord, RewardRecord, TurnRecord
@@ -71,18 +72,12 @@ def through_recorder(url: str, runs: list[SyntheticRun]) -> float:
 def raw_executemany(url: str, runs: list[SyntheticRun]) -> float:
     """Seconds to write the same rows with the DBAPI's executemany, a transaction per run."""
     engine = open_store(url)
-    sqlite = engine.dialect.name == "sqlite"
-    placeholder, stamp = ("?", sqlite_timestamp) if sqlite else ("%s", postgres_timestamp)
-    connection = engine.raw_connection()
+    stamp = sqlite_timestamp if engine.dialect.name == "sqlite" else postgres_timestamp
     try:
         started = time.perf_counter()
-        cursor = connection.cursor()
-        for run in runs:
-            executemany_rows(cursor, placeholder, raw_rows(run, stamp))
-            connection.commit()
+        write_raw(engine, (raw_rows(run, stamp) for run in runs))
         return time.perf_counter() - started
     finally:
-        connection.close()
         engine.dispose()
 
 

@@ -1,13 +1,13 @@
 """Stores full of synthetic logs (bench/synthetic_records.py), bulk-loaded, for the query and
-dataset benchmarks; and the raw rows and plain DBAPI inserts that the ingest benchmark uses
-as its baseline.
+dataset benchmarks; and the raw rows that the ingest benchmark writes with plain DBAPI inserts
+(``storage.bench_rows.write_raw``) as its baseline.
 
 ``raw_rows`` turns a synthetic run into the final rows of each table (an episode's start and
 end merged into one row), with JSON columns serialized as SQLAlchemy's JSON type does and
 timestamps as each database stores them. A store is created by ``open_store`` (the real
 migrations, so the real indexes), then filled with ``executemany`` (SQLite) or ``COPY``
-(PostgreSQL, then VACUUM ANALYZE as autovacuum would do) one run at a time, its secondary
-indexes built at the end (on PostgreSQL also the indexes of the search table of migration
+(PostgreSQL, then VACUUM ANALYZE as autovacuum would do) one run at a time (storage.bench_rows),
+its secondary indexes built at the end (on PostgreSQL also the indexes of the search table of migration
 0006, which its trigger fills row by row: one GIN build over 1M turns is much cheaper than
 keeping it up to date row by row).
 
@@ -27,40 +27,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from app import api
 from bench.common import fresh_postgres_database, note, postgres_server, progress
 from bench.synthetic_records import GENERATOR_VERSION, SyntheticRun, synthetic_runs
+from storage.bench_rows import COLUMNS, Rows, build_indexes, bulk_writer, drop_indexes, settle
 from storage.engine import open_store
 from storage.migrate import head_revision
-from storage.migration_only import MIGRATION_ONLY_INDEXES
-from storage.models import Base
 from storage.records import EpisodeEnd, JudgmentRecord, RewardRecord, TurnRecord
 
-Rows = dict[str, list[tuple[Any, ...]]]
 StoreFactory = Callable[[], AbstractContextManager["LoadedStore"]]
-COLUMNS: dict[str, tuple[str, ...]] = {
-    "runs": ("id", "game", "config", "seed", "host", "pid", "status", "summary", "started_at", "finished_at"),
-    "episodes": (
-        "id", "run_id", "game", "task_id", "task_source", "split", "difficulty", "seed", "status", "reward",
-        "num_turns", "error_stage", "started_at", "finished_at",
-    ),
-    "episode_payloads": ("episode_id", "task", "seats", "outcome", "error"),
-    "turns": (
-        "id", "episode_id", "idx", "round", "seat", "seat_kind", "policy", "served_by", "backend", "finish_reason",
-        "prompt_tokens", "completion_tokens", "latency_ms", "parsed", "parsed_value", "created_at",
-    ),
-    "turn_payloads": (
-        "turn_id", "messages", "response", "prompt_token_ids", "completion_token_ids", "logprobs", "sampling",
-    ),
-    "rewards": ("episode_id", "turn_id", "seat", "name", "value", "info", "created_at"),
-    "judgments": (
-        "episode_id", "judge_seat", "judge_policy", "judge_turn_id", "winner_seat", "loser_seat",
-        "preferred_turn_id", "rejected_turn_id", "rationale", "created_at",
-    ),
-}  # fmt: skip
-"""Table -> the columns written, in foreign-key order (autoincrement ids left to the database)."""
 
 
 def sqlite_timestamp(value: datetime) -> str:
@@ -118,27 +95,6 @@ def raw_rows(run: SyntheticRun, stamp: Callable[[datetime], Any]) -> Rows:
     return rows
 
 
-def insert_sql(table: str, placeholder: str) -> str:
-    """``placeholder``: the DBAPI's, ``?`` (sqlite3) or ``%s`` (psycopg)."""
-    columns = COLUMNS[table]
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join([placeholder] * len(columns))})"
-
-
-def executemany_rows(cursor: Any, placeholder: str, rows: Rows) -> None:
-    for table, table_rows in rows.items():
-        if table_rows:
-            cursor.executemany(insert_sql(table, placeholder), table_rows)
-
-
-def copy_rows(cursor: Any, rows: Rows) -> None:
-    """PostgreSQL COPY through a psycopg cursor."""
-    for table, table_rows in rows.items():
-        if table_rows:
-            with cursor.copy(f"COPY {table} ({', '.join(COLUMNS[table])}) FROM STDIN") as copy:
-                for row in table_rows:
-                    copy.write_row(row)
-
-
 @dataclass(frozen=True)
 class LoadedStore:
     url: str
@@ -151,71 +107,28 @@ def load_store(url: str, n_turns: int, *, seed: int = 0) -> LoadedStore:
     secondary indexes are dropped during the load and built again at the end (the way bulk
     loads are done: much faster than keeping them up to date row by row)."""
     engine = open_store(url)
-    indexes = [index for table in COLUMNS for index in Base.metadata.tables[table].indexes]
     turns = episodes = 0
     try:
-        with engine.begin() as conn:
-            for index in indexes:
-                index.drop(conn)
-            rebuild = _drop_migration_only_indexes(conn)
+        rebuild = drop_indexes(engine)
         with progress(f"loading {n_turns:,} synthetic turns", n_turns) as advance:
             for run in _loaded_runs(engine, synthetic_runs(n_turns, seed=seed)):
                 turns, episodes = turns + run.turns, episodes + len(run.episodes)
                 advance(run.turns)
         note(f"indexing {turns:,} turns")
-        with engine.begin() as conn:
-            for index in indexes:
-                index.create(conn)
-            for statement in rebuild:
-                conn.exec_driver_sql(statement)
-        _settle(engine)
+        build_indexes(engine, rebuild)
+        settle(engine)
     finally:
         engine.dispose()
     return LoadedStore(url, turns, episodes)
 
 
-def _drop_migration_only_indexes(conn: Any) -> list[str]:
-    """PostgreSQL: drop the indexes only migrations create (storage.migration_only); returns
-    the statements that build them again. SQLite's search index is tables its triggers fill."""
-    if conn.dialect.name != "postgresql":
-        return []
-    found = conn.execute(
-        text("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = ANY(:names)"),
-        {"names": sorted(MIGRATION_ONLY_INDEXES)},
-    ).all()
-    for name, _ in found:
-        conn.exec_driver_sql(f'DROP INDEX "{name}"')
-    return [definition for _, definition in found]
-
-
 def _loaded_runs(engine: Engine, runs: Iterable[SyntheticRun]) -> Iterator[SyntheticRun]:
     """Write each run (one transaction each) and hand it on once committed."""
-    connection = engine.raw_connection()
-    try:
-        cursor = connection.cursor()
-        sqlite = engine.dialect.name == "sqlite"
-        if sqlite:
-            cursor.execute("PRAGMA synchronous=OFF")  # this connection only; the store is thrown away on a crash
+    stamp = sqlite_timestamp if engine.dialect.name == "sqlite" else postgres_timestamp
+    with bulk_writer(engine) as write:
         for run in runs:
-            if sqlite:
-                executemany_rows(cursor, "?", raw_rows(run, sqlite_timestamp))
-            else:
-                copy_rows(cursor, raw_rows(run, postgres_timestamp))
-            connection.commit()
+            write(raw_rows(run, stamp))
             yield run
-    finally:
-        connection.close()
-
-
-def _settle(engine: Engine) -> None:
-    """SQLite: fold the write-ahead log into the file. PostgreSQL: what autovacuum would do,
-    statistics for the planner and a visibility map for index-only scans."""
-    if engine.dialect.name == "sqlite":
-        with engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-    else:
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("VACUUM ANALYZE")
 
 
 def cached_sqlite_store(n_turns: int, cache_dir: Path, *, seed: int = 0) -> LoadedStore:

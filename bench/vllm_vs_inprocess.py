@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from app import api
-from app.commands.vllm_cmd import vllm_command
+from app.vllm_server import vllm_command
 from bench.backend_throughput import prompts
 from graphs.policies.base import Backend, GenerationRequest, Message, SamplingParams
 from graphs.policies.base_models import resolve_model

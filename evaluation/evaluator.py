@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from evaluation.families import by_family
 from evaluation.metrics import run_estimates
@@ -46,8 +46,8 @@ from graphs.metrics.stats import Estimate
 from graphs.policies.policy import Policy
 from graphs.registry import GameSpec
 from graphs.tasks.base import Task
-from storage.models import Episode, Run
-from storage.queries import in_run
+from storage.evaluation_rows import finished_runs
+from storage.queries import count_episodes_by_status
 from storage.recorder import Recorder
 from storage.records import RunRecord
 
@@ -220,18 +220,10 @@ def _families(per_task: Mapping[str, Mapping[str, float]], tasks: list[Task]) ->
 
 def _stored_run(engine: Engine, key_digest: str) -> EvaluationResult | None:
     """The newest finished evaluation run of this key whose episodes all succeeded."""
-    with engine.connect() as conn:
-        runs = conn.execute(
-            select(Run.id, Run.summary)
-            .where(Run.status == "finished", Run.config["eval_key"].as_string() == key_digest)
-            .order_by(Run.started_at.desc())
-        ).all()
-        for run_id, stored in runs:
-            counts = dict(conn.execute(
-                select(Episode.status, func.count()).where(in_run(run_id)).group_by(Episode.status)
-            ).all())
-            if set(counts) == {"succeeded"} and stored and counts["succeeded"] == stored.get("tasks"):
-                measured = run_estimates(engine, run_id)
-                return EvaluationResult(measured.metrics, measured.per_task, run_id, stored.get("label", ""),
-                                        counts["succeeded"], 0)
+    for run in reversed(finished_runs(engine, config={"eval_key": key_digest})):
+        counts = count_episodes_by_status(engine, run.id)
+        if set(counts) == {"succeeded"} and counts["succeeded"] == run.summary.get("tasks"):
+            measured = run_estimates(engine, run.id)
+            return EvaluationResult(measured.metrics, measured.per_task, run.id, run.summary.get("label", ""),
+                                    counts["succeeded"], 0)
     return None

@@ -7,23 +7,18 @@ outcomes, so two runs on the same tasks can be compared paired by task.
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from graphs.metrics.run_metrics import RunMetrics
 from graphs.registry import UnknownGameError, get_game
-from storage.models import Base
-
-_T = Base.metadata.tables
+from storage.evaluation_rows import run_game
 
 
 def run_estimates(engine: Engine, run_id: str) -> RunMetrics:
     """The metrics of a run's game (empty for a run of a game that is not registered here);
     the run of a `sparring play --workers N` command covers the episodes of all its workers."""
-    runs = _T["runs"]
-    with engine.connect() as conn:
-        game = conn.execute(select(runs.c.game).where(runs.c.id == run_id)).scalar_one_or_none()
     try:
-        spec = get_game(game)
+        spec = get_game(run_game(engine, run_id))
     except UnknownGameError:
         return RunMetrics()
     return spec.metrics(engine, run_id)

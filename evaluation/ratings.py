@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, and_, or_, select
+from sqlalchemy import Engine
 
 from graphs.metrics.stats import Z95, Estimate, wilson
-from storage.models import Episode, EpisodePayload, Judgment
+from storage.rating_rows import preferences
 
 START = 1500.0
 """the average rating of a ladder"""
@@ -120,24 +120,11 @@ def player_name(label: str) -> str:
 def read_games(engine: Engine, game: str | None = None) -> list[RatedGame]:
     """Every rated game of the store's succeeded episodes (of ``game`` only, if given), in the
     order they were judged."""
-    j, e, p = Judgment.__table__, Episode.__table__, EpisodePayload.__table__
-    decisive = and_(j.c.winner_seat.is_not(None), j.c.loser_seat.is_not(None))
-    tie = and_(j.c.winner_seat.is_(None), j.c.loser_seat.is_(None), j.c.score.is_(None), j.c.scored_seat.is_(None))
-    query = (
-        select(j.c.episode_id, e.c.game, j.c.judge_seat, j.c.winner_seat, j.c.loser_seat, p.c.seats)
-        .join(e, e.c.id == j.c.episode_id)
-        .join(p, p.c.episode_id == j.c.episode_id)
-        .where(e.c.status == "succeeded", or_(decisive, tie))
-        .order_by(j.c.id)
-    )
-    if game is not None:
-        query = query.where(e.c.game == game)
-    with engine.connect() as conn:
-        rows = conn.execute(query).all()
+    rows = preferences(engine, game)
     judges = _judge_seats({row.game for row in rows})
     found = []
     for row in rows:
-        seats = row.seats or {}
+        seats = row.seats
         if row.winner_seat is not None:
             sides, tied = [row.winner_seat, row.loser_seat], False
         else:

@@ -22,12 +22,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, make_url, select
+from sqlalchemy import Engine, make_url
 
 from evaluation.plots import metric_panels
 from evaluation.ratings import Ladder, ladders
 from graphs.metrics.stats import Estimate
-from storage.models import Run
+from storage.evaluation_rows import finished_runs
 
 PAGE = "index.html"
 
@@ -127,29 +127,25 @@ def policies_name(policies: dict[str, str]) -> str:
 
 def read_report(engine: Engine) -> StoreReport:
     """The store's evaluation series and retrain rounds, oldest first."""
-    with engine.connect() as conn:
-        runs = conn.execute(
-            select(Run.id, Run.game, Run.config, Run.summary, Run.started_at)
-            .where(Run.status == "finished", Run.summary.is_not(None))
-            .order_by(Run.started_at)
-        ).all()
     series: dict[str, Series] = {}
     rounds: list[dict[str, Any]] = []
-    for run_id, game, config, summary, started_at in runs:
+    for run in finished_runs(engine):
+        summary = run.summary
         if isinstance(summary.get("metrics"), dict) and isinstance(summary.get("policies"), dict):
-            key = (config or {}).get("evaluation") or {}
-            comparable = {k: v for k, v in key.items() if k != "seats"} or {"game": game, "tasks": summary.get("tasks")}
-            one = series.setdefault(_digest(comparable), Series(game, int(summary.get("tasks") or 0),
+            key = (run.config or {}).get("evaluation") or {}
+            comparable = ({k: v for k, v in key.items() if k != "seats"}
+                          or {"game": run.game, "tasks": summary.get("tasks")})
+            one = series.setdefault(_digest(comparable), Series(run.game, int(summary.get("tasks") or 0),
                                                                 key.get("options") or {},
                                                                 set_name=str(summary.get("set") or "")))
             metrics = {name: Estimate.from_dict(e) for name, e in summary["metrics"].items()}
             families = {name: {f: Estimate.from_dict(e) for f, e in found.items()}
                         for name, found in (summary.get("families") or {}).items()}
-            point = Point(dict(summary["policies"]), metrics, run_id, str(summary.get("label", "")), started_at,
+            point = Point(dict(summary["policies"]), metrics, run.id, str(summary.get("label", "")), run.started_at,
                           families)
             _add(one, point)
         elif "roles" in summary and "round" in summary:
-            rounds.extend(_round_rows(run_id, started_at, summary))
+            rounds.extend(_round_rows(run.id, run.started_at, summary))
     return StoreReport([s for s in series.values() if s.points], rounds, ladders(engine))
 
 

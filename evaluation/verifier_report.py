@@ -25,13 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from graphs.credit import CORRECT
 from graphs.metrics.stats import Estimate, mean_of_proportions, wilson
-from storage.models import Episode, Reward, Turn, TurnPayload
-from storage.queries import SCRIPTED_BACKEND
-from storage.records import EpisodeStatus
+from storage.evaluation_rows import scored_answers
 
 ALL = "all"
 """The row of all answers together."""
@@ -115,22 +113,13 @@ def verifier_report(
 
 def checked_answers(engine: Engine, *, game: str, role: str, split: str, limit: int | None) -> list[_Answer]:
     """The role's model answers with a ``correct`` reward in the game's succeeded episodes of ``split``."""
-    query = (
-        select(Turn.id, Episode.difficulty, TurnPayload.messages, TurnPayload.response, Reward.value)
-        .join(Episode, Episode.id == Turn.episode_id)
-        .join(TurnPayload, TurnPayload.turn_id == Turn.id)
-        .join(Reward, (Reward.turn_id == Turn.id) & (Reward.name == CORRECT))
-        .where(Episode.game == game, Episode.split == split, Episode.status == EpisodeStatus.SUCCEEDED.value,
-               Turn.seat == role, Turn.backend != SCRIPTED_BACKEND)
-        .order_by(Episode.started_at, Episode.id, Turn.idx, Reward.id)
-    )
     answers: dict[str, _Answer] = {}
-    with engine.connect() as conn:
-        for turn_id, difficulty, messages, response, value in conn.execute(query):
-            if turn_id not in answers and limit is not None and len(answers) >= limit:
-                break
-            conversation = [*messages, {"role": "assistant", "content": response}]
-            answers[turn_id] = _Answer(difficulty or NO_DIFFICULTY, conversation, value >= 0.5)  # the latest wins
+    for row in scored_answers(engine, game=game, split=split, seat=role, reward=CORRECT):
+        if row.turn_id not in answers and limit is not None and len(answers) >= limit:
+            break
+        conversation = [*row.messages, {"role": "assistant", "content": row.response}]
+        # of several events on one turn, the latest wins
+        answers[row.turn_id] = _Answer(row.difficulty or NO_DIFFICULTY, conversation, row.value >= 0.5)
     return list(answers.values())
 
 

@@ -107,6 +107,12 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         yield session
 
 
+def ping(engine: Engine) -> None:
+    """Ask the database a trivial question; raises its error (DBAPIError) when it does not answer."""
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+
+
 def in_transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
     """Run ``work`` in one transaction, and again after transient errors (SQLite's "database
     is locked", a lost connection) with backoff; other errors are raised at once."""

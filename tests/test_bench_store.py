@@ -9,7 +9,8 @@ from sqlalchemy import Engine, delete
 
 from bench.store_ingest import raw_executemany, through_recorder
 from bench.synthetic_records import synthetic_runs
-from bench.synthetic_store import COLUMNS, load_store
+from bench.synthetic_store import load_store
+from storage.bench_rows import COLUMNS
 from storage.engine import open_store
 from storage.models import Base
 from storage.queries import iter_episodes

@@ -139,7 +139,7 @@ def test_the_rules_see_what_they_check() -> None:
     graph = import_graph()
     assert {"graphs.debate.game", "graphs.math_reflection.game", "graphs.registry"} <= set(graph)
     assert {"graphs.contract", "graphs.debate.bots", "graphs.tasks"} <= graph["graphs.debate.game"]
-    assert {"graphs.metrics.run_metrics", "storage.queries"} <= graph["graphs.math_reflection.metrics"]
+    assert {"graphs.metrics.run_metrics", "storage.metric_rows"} <= graph["graphs.math_reflection.metrics"]
     assert {_game(m) for m in graph} >= {"debate", "ensemble", "discussion", "math_reflection", "story",
                                          "negotiation", "retrieval", "code_debug", "textarena_games"}
     assert {m.split(".")[0] for m in graph} == set(PACKAGES)
@@ -152,3 +152,33 @@ def test_reading_the_game_registry_loads_no_graph_engine_and_no_model_library() 
              "print(sorted(m for m in ('langgraph', 'torch', 'transformers') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+SQL_NAMES_OUTSIDE_STORAGE = frozenset({"Engine", "Connection", "make_url"})
+"""what a module outside storage/ may take from sqlalchemy (besides ``sqlalchemy.exc``): the
+types of what storage hands out, and URL parsing; queries and writes live in storage/"""
+
+
+STORE_CALLS = frozenset({"connect", "begin", "execute", "exec_driver_sql", "scalar", "scalars", "raw_connection"})
+"""methods of an engine or connection that run SQL"""
+
+
+def test_sql_lives_in_storage() -> None:
+    """Outside storage/ (and in bench/), modules ask storage for rows: no select, insert, update,
+    table or function of SQLAlchemy's, at module level or inside functions."""
+    found = []
+    paths = [p for package in (*PACKAGES, "bench") if package != "storage" for p in (ROOT / package).rglob("*.py")]
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "sqlalchemy" for a in node.names):
+                found.append(f"{path.relative_to(ROOT)}: import sqlalchemy")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
+                if node.module == "sqlalchemy.exc":
+                    continue
+                names = {a.name for a in node.names} - SQL_NAMES_OUTSIDE_STORAGE
+                if node.module != "sqlalchemy" or names:
+                    found.append(f"{path.relative_to(ROOT)}: from {node.module} import {', '.join(sorted(names))}")
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in STORE_CALLS
+                  and ast.unparse(node.func.value).split(".")[-1] in ("engine", "conn", "connection")):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node.func)}(...)")
+    assert not found, "SQL outside storage/:\n" + "\n".join(sorted(found))

@@ -25,8 +25,8 @@ from transformers import AutoTokenizer
 from typer.testing import CliRunner
 
 from app.cli import app
-from app.commands.vllm_cmd import vllm_command
 from app.settings import load_settings
+from app.vllm_server import vllm_command
 from graphs.policies.base import BackendError, GenerationRequest, SamplingParams, UnknownAdapterError
 from graphs.policies.base_models import resolve_model
 from graphs.policies.openai_backend import OpenAIBackend, RetryPolicy

@@ -26,7 +26,7 @@ from graphs.contract import GameContractError, GateMetric
 from graphs.metrics.stats import Estimate, PairedComparison, paired
 from graphs.policies.base import Backend
 from graphs.policies.policy import Policy
-from storage.models import Evaluation
+from storage.gate_rows import insert_evaluation
 from training.adapter_folders import verify_folder
 from training.registry import AdapterRecord, active_version, promote, reject
 
@@ -207,11 +207,10 @@ async def gate_and_deploy(
 def record_decision(engine: Engine, candidate: AdapterRecord, active: AdapterRecord | None, result: GateResult, *,
                     game: str, split: str, n_tasks: int, seed: int) -> None:
     """Keep the gate's figures (an ``evaluations`` row) and promote or reject the candidate."""
-    with engine.begin() as conn:
-        conn.execute(Evaluation.__table__.insert().values(
-            adapter_version_id=candidate.id, baseline_version_id=active.id if active else None,
-            game=game, split=split, n_tasks=n_tasks, seed=seed, metrics=result.figures(),
-        ))
+    insert_evaluation(
+        engine, adapter_version_id=candidate.id, baseline_version_id=active.id if active else None,
+        game=game, split=split, n_tasks=n_tasks, seed=seed, metrics=result.figures(),
+    )
     if result.promoted:
         promote(engine, candidate.name, eval=result.figures())
     else:

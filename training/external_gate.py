@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from evaluation.evaluator import EvaluationResult
 from graphs.contract import GateMetric
 from graphs.metrics.run_metrics import per_task_means, task_means
-from storage.rows import EPISODES, REWARDS, TURNS
+from storage.gate_rows import run_log
 from training.adapter_folders import verify_folder
 from training.deploy import GateError, GateResult, decide, record_decision
 from training.registry import AdapterRecord, active_version
@@ -74,14 +74,8 @@ def measure(engine: Engine, side: Side, role: str, *, game: str, metric: str) ->
     """``side``'s run as an evaluation: ``metric`` per task over its succeeded episodes (GateError
     when the run cannot stand for the version: see the module docstring)."""
     where = f"run {side.run_id} ({side.version})"
-    with engine.connect() as conn:
-        episodes = conn.execute(select(EPISODES.c.id, EPISODES.c.task_id, EPISODES.c.status, EPISODES.c.split,
-                                       EPISODES.c.game, EPISODES.c.reward)
-                                .where(EPISODES.c.run_id == side.run_id).order_by(EPISODES.c.started_at)).all()
-        served = dict(conn.execute(select(TURNS.c.served_by, func.count()).join(EPISODES)
-                                   .where(EPISODES.c.run_id == side.run_id, TURNS.c.seat == role)
-                                   .group_by(TURNS.c.served_by)).all())
-        rewards = _named_rewards(conn, side.run_id, role, metric) if metric != HEADLINE else {}
+    logged = run_log(engine, side.run_id, role, None if metric == HEADLINE else metric)
+    episodes, served, rewards = logged.episodes, logged.served, logged.rewards
     if not episodes:
         raise GateError(f"{where} logged no episode: the evaluation must open its episodes with POST /v1/episodes "
                         "(or call the gateway) while the gate runs it")
@@ -124,14 +118,6 @@ def check_same_tasks(candidate: dict[str, float], baseline: dict[str, float], ca
         raise GateError(f"the two evaluations played different tasks ({said}); a paired comparison needs the same "
                         "task ids both times: open each episode with its task's id (POST /v1/episodes "
                         '{"task": {"id": ...}}), the same tasks on each run, and end each episode succeeded')
-
-
-def _named_rewards(conn, run_id: str, role: str, name: str) -> dict[str, float]:  # noqa: ANN001 (a Connection)
-    """episode -> the value of its latest reward ``name`` for the seat ``role``."""
-    rows = conn.execute(select(REWARDS.c.episode_id, REWARDS.c.value).join(EPISODES)
-                        .where(EPISODES.c.run_id == run_id, REWARDS.c.seat == role, REWARDS.c.name == name)
-                        .order_by(REWARDS.c.id))
-    return {episode: value for episode, value in rows}  # in id order: the latest wins
 
 
 def _some(ids: list[str]) -> str:

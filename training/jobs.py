@@ -25,9 +25,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine
 
-from storage.models import AdapterVersion, JobStatus, TrainingJob
+from storage import job_rows
+from storage.models import JobStatus
 from storage.orphans import process_exists
 from storage.records import utcnow
 from training.adapter_folders import version_name
@@ -103,17 +104,13 @@ def run_training_job(
     extra = dict(extra or {})
     if dataset_snapshot_id is not None:
         extra["dataset_snapshot_id"] = dataset_snapshot_id
-    with engine.begin() as conn:
-        job_id = conn.execute(
-            insert(TrainingJob).values(
-                kind=kind, role=role, status=JobStatus.RUNNING, dataset_snapshot_id=dataset_snapshot_id,
-                config=config.to_dict(), started_at=utcnow(),
-            ).returning(TrainingJob.id)
-        ).scalar_one()
+    job_id = job_rows.insert_running_job(
+        engine, kind=kind, role=role, dataset_snapshot_id=dataset_snapshot_id, config=config.to_dict(),
+        started_at=utcnow(),
+    )
 
     def write(**values: Any) -> None:
-        with engine.begin() as conn:
-            conn.execute(update(TrainingJob).where(TrainingJob.id == job_id).values(**values))
+        job_rows.update_job(engine, job_id, values)
 
     history: list[HistoryEntry] = []
     written = time.monotonic()
@@ -160,36 +157,25 @@ def list_jobs(
     limit: int | None = None,
 ) -> list[JobRecord]:
     """Training jobs, newest first, optionally of one role, trainer kind and status."""
-    query = _JOBS.order_by(TrainingJob.id.desc()).limit(limit)
-    for column, value in ((TrainingJob.role, role), (TrainingJob.kind, kind), (TrainingJob.status, status)):
-        if value is not None:
-            query = query.where(column == value)
-    with engine.connect() as conn:
-        return [_job(row) for row in conn.execute(query)]
+    return [_job(row) for row in job_rows.jobs(engine, role=role, kind=kind, status=status, limit=limit)]
 
 
 def get_job(engine: Engine, job_id: int) -> JobRecord:
     """One training job by id; KeyError names the newest job when there is no such id."""
-    with engine.connect() as conn:
-        row = conn.execute(_JOBS.where(TrainingJob.id == job_id)).first()
-        newest = conn.execute(select(TrainingJob.id).order_by(TrainingJob.id.desc()).limit(1)).scalar()
+    row, newest = job_rows.job_and_newest_id(engine, job_id)
     if row is None:
         known = f"the newest is job {newest}" if newest is not None else "this store has none yet"
         raise KeyError(f"no training job has id {job_id} ({known}; `sparring jobs list` lists them)")
     return _job(row)
 
 
-_JOBS = select(*TrainingJob.__table__.c, AdapterVersion.role.label("adapter_role"),
-               AdapterVersion.version.label("adapter_version")).outerjoin(
-    AdapterVersion, AdapterVersion.id == TrainingJob.adapter_version_id)
-
-
-def _job(row: Any) -> JobRecord:
+def _job(row: Mapping[str, Any]) -> JobRecord:
     return JobRecord(
-        id=row.id, kind=row.kind, role=row.role, status=row.status, dataset_snapshot_id=row.dataset_snapshot_id,
-        adapter=version_name(row.adapter_role, row.adapter_version) if row.adapter_role else None,
-        config=row.config, metrics=row.metrics, history=row.history or [], error=row.error,
-        started_at=row.started_at, finished_at=row.finished_at,
+        id=row["id"], kind=row["kind"], role=row["role"], status=row["status"],
+        dataset_snapshot_id=row["dataset_snapshot_id"],
+        adapter=version_name(row["adapter_role"], row["adapter_version"]) if row["adapter_role"] else None,
+        config=row["config"], metrics=row["metrics"], history=row["history"] or [], error=row["error"],
+        started_at=row["started_at"], finished_at=row["finished_at"],
     )
 
 
@@ -206,12 +192,7 @@ def fail_stale_jobs(engine: Engine) -> int:
             continue  # not a job folder of this version, or one being set up right now
         if host != socket.gethostname() or store != store_id(engine) or process_exists(pid):
             continue  # another store's folder waits for a command on that store to mark its job
-        with engine.begin() as conn:
-            failed += conn.execute(
-                update(TrainingJob)
-                .where(TrainingJob.id == job_id, TrainingJob.status == JobStatus.RUNNING)
-                .values(status=JobStatus.FAILED, error=STALE_JOB_ERROR, finished_at=utcnow())
-            ).rowcount
+        failed += job_rows.fail_running_job(engine, job_id, error=STALE_JOB_ERROR, finished_at=utcnow())
         shutil.rmtree(folder, ignore_errors=True)
     return failed
 

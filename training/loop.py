@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from evaluation.evaluator import EvaluationResult, Evaluator, PhaseProgress
 from graphs.context import GameOptions
@@ -25,7 +25,7 @@ from graphs.episodes import play
 from graphs.policies.base import Backend
 from graphs.registry import GameSpec
 from graphs.tasks.base import Task
-from storage.models import Episode
+from storage.dataset_rows import played_task_ids
 from storage.recorder import Recorder
 from storage.records import RunRecord
 from training.datasets import DatasetError, LogFilter, SFTOptions, build_snapshot, load_snapshot
@@ -323,10 +323,7 @@ def _fresh_tasks(engine: Engine, game: GameSpec, source: str, wanted: int, seed:
                  exclude: set[str] = frozenset()) -> list[Task]:
     """``wanted`` training tasks of ``source`` that no earlier round played (read from the store,
     so cron runs differ too) and not in ``exclude``; when the source is used up, tasks repeat."""
-    with engine.connect() as conn:
-        played = set(conn.execute(
-            select(Episode.task_id).where(Episode.game == game.name, Episode.split == "train").distinct()
-        ).scalars()) | set(exclude)
+    played = played_task_ids(engine, game.name, "train") | set(exclude)
     candidates = game.tasks.load(source, n=len(played) + wanted, seed=seed, split="train")
     fresh = [t for t in candidates if t.id not in played]
     return (fresh or candidates)[:wanted]

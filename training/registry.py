@@ -17,17 +17,18 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, RowMapping, Select, func, insert, select, update
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from storage import registry_rows
 from storage.engine import in_transaction
-from storage.models import AdapterStatus, AdapterVersion, DatasetSnapshot
+from storage.models import AdapterStatus
 from storage.records import utcnow
 from training.adapter_folders import (
     NAME_PATTERN,
@@ -76,8 +77,6 @@ _TRANSITIONS: dict[tuple[AdapterStatus, AdapterStatus], frozenset[str]] = {
     (AdapterStatus.RETIRED, AdapterStatus.ACTIVE): frozenset({"rollback"}),
 }
 """Allowed status changes, and the operations that may make them."""
-
-_TABLE = AdapterVersion.__table__
 
 
 class RegistryError(RuntimeError):
@@ -176,21 +175,18 @@ def list_versions(
     engine: Engine, role: str | None = None, status: AdapterStatus | str | None = None
 ) -> list[AdapterRecord]:
     """Adapter versions by role and version, optionally of one role and one status."""
-    query = select(*_TABLE.c).order_by(AdapterVersion.role, AdapterVersion.version)
-    if role is not None:
-        query = query.where(AdapterVersion.role == role)
-    if status is not None:
-        query = query.where(AdapterVersion.status == _status(status))
-    return _read(engine, query)
+    wanted = None if status is None else _status(status).value
+    rows = in_transaction(engine, lambda conn: registry_rows.versions(conn, role=role, status=wanted))
+    return [_record(row) for row in rows]
 
 
 def get_version(engine: Engine, name_or_id: str | int) -> AdapterRecord:
     """One version by name (``critic@v3``) or by row id (an int, or a string of digits)."""
     if isinstance(name_or_id, int) or name_or_id.isdigit():
-        found = _read(engine, select(*_TABLE.c).where(AdapterVersion.id == int(name_or_id)))
-        if not found:
+        found = in_transaction(engine, lambda conn: registry_rows.version_by_id(conn, int(name_or_id)))
+        if found is None:
             raise UnknownVersionError(f"no adapter version has id {name_or_id}")
-        return found[0]
+        return _record(found)
     return in_transaction(engine, lambda conn: _by_name(conn, name_or_id))
 
 
@@ -275,19 +271,17 @@ def _check_same_sort(conn: Connection, role: str, trainer: str) -> None:
     """Refuse a verifier under a role of policies, and a policy under a role of verifiers:
     a seat resolving its role's active version must get a policy, a judge seat a verifier."""
     verifier = trainer == VERIFIER_TRAINER
-    other_sort = AdapterVersion.trainer != VERIFIER_TRAINER if verifier else AdapterVersion.trainer == VERIFIER_TRAINER
-    found = conn.execute(
-        select(AdapterVersion.name, AdapterVersion.trainer).where(AdapterVersion.role == role, other_sort).limit(1)
-    ).first()
+    found = registry_rows.trained_by(conn, role, VERIFIER_TRAINER, same=not verifier)
     if found is None:
         return
+    name, found_trainer = found
     if verifier:
         raise RegistryError(
-            f"role {role!r} holds policies ({found.name}, trained by {found.trainer}), and a verifier is published "
+            f"role {role!r} holds policies ({name}, trained by {found_trainer}), and a verifier is published "
             f"under a role of its own: train it with `--role {role}-verifier` (any role that holds no policy)"
         )
     raise RegistryError(
-        f"role {role!r} holds verifiers ({found.name}, reward models that fill judge seats); a {trainer} adapter "
+        f"role {role!r} holds verifiers ({name}, reward models that fill judge seats); a {trainer} adapter "
         "is a policy: publish it under the role of the seat it plays"
     )
 
@@ -297,7 +291,7 @@ def _check_lineage(
 ) -> int | None:
     """The parent's row id, once the parent and the dataset snapshot are known to exist."""
     if dataset_snapshot_id is not None:
-        if conn.scalar(select(DatasetSnapshot.id).where(DatasetSnapshot.id == dataset_snapshot_id)) is None:
+        if not registry_rows.snapshot_exists(conn, dataset_snapshot_id):
             raise RegistryError(
                 f"dataset snapshot {dataset_snapshot_id} is not in the store: pass the id that the "
                 "dataset build recorded, or None"
@@ -321,7 +315,7 @@ def _place_and_register(engine: Engine, staged: Path, row: dict[str, Any]) -> Ad
     try:
         for _ in range(MAX_PUBLISH_ATTEMPTS):
             version = 1 + max(
-                in_transaction(engine, lambda conn: _highest_registered_version(conn, role)),
+                in_transaction(engine, lambda conn: registry_rows.highest_version(conn, role)),
                 highest_version_on_disk(adapters_root, role),
             )
             final = adapters_root / version_name(role, version)
@@ -341,10 +335,6 @@ def _place_and_register(engine: Engine, staged: Path, row: dict[str, Any]) -> Ad
         raise
 
 
-def _highest_registered_version(conn: Connection, role: str) -> int:
-    return conn.scalar(select(func.max(AdapterVersion.version)).where(AdapterVersion.role == role)) or 0
-
-
 def _register(engine: Engine, row: dict[str, Any]) -> AdapterRecord | None:
     """Insert the row of a placed folder; None if another publish registered its version first."""
     try:
@@ -359,7 +349,7 @@ def _register(engine: Engine, row: dict[str, Any]) -> AdapterRecord | None:
 
 
 def _insert(conn: Connection, row: dict[str, Any]) -> AdapterRecord:
-    return _record(conn.execute(insert(AdapterVersion).values(**row).returning(*_TABLE.c)).mappings().one())
+    return _record(registry_rows.insert_version(conn, row))
 
 
 def _discard_unless_registered(engine: Engine, folder: Path) -> None:
@@ -380,17 +370,8 @@ def _discard_unless_registered(engine: Engine, folder: Path) -> None:
 
 
 def _lock_role(conn: Connection, role: str) -> list[AdapterRecord]:
-    """All versions of ``role``, locked until the transaction ends, so that status changes of
-    one role run one after the other.
-
-    A no-op UPDATE takes the lock on both databases: on PostgreSQL it locks the role's rows
-    (as SELECT ... FOR UPDATE would); on SQLite, which has no row locks and whose Python driver
-    opens the transaction only at the first write, it takes the database's write lock before
-    anything is read.
-    """
-    conn.execute(update(AdapterVersion).where(AdapterVersion.role == role).values(status=AdapterVersion.status))
-    query = select(*_TABLE.c).where(AdapterVersion.role == role).order_by(AdapterVersion.version)
-    return [_record(row) for row in conn.execute(query).mappings()]
+    """All versions of ``role``, locked until the transaction ends (``registry_rows.lock_role``)."""
+    return [_record(row) for row in registry_rows.lock_role(conn, role)]
 
 
 def _activate(
@@ -427,7 +408,7 @@ def _move(
         changes["eval"] = {**record.eval, GATE_EVAL: gate}
     if promoted_at is not None:
         changes["promoted_at"] = promoted_at
-    conn.execute(update(AdapterVersion).where(AdapterVersion.id == record.id).values(**changes))
+    registry_rows.update_version(conn, record.id, changes)
     return dataclasses.replace(record, **changes)
 
 
@@ -454,12 +435,8 @@ def _check_transition(record: AdapterRecord, status: AdapterStatus, operation: s
 # --- reading --------------------------------------------------------------------------------
 
 
-def _read(engine: Engine, query: Select[Any]) -> list[AdapterRecord]:
-    return in_transaction(engine, lambda conn: [_record(row) for row in conn.execute(query).mappings()])
-
-
 def _find_name(conn: Connection, name: str) -> AdapterRecord | None:
-    row = conn.execute(select(*_TABLE.c).where(AdapterVersion.name == name)).mappings().one_or_none()
+    row = registry_rows.version_named(conn, name)
     return None if row is None else _record(row)
 
 
@@ -468,10 +445,8 @@ def _by_name(conn: Connection, name: str) -> AdapterRecord:
     if found is not None:
         return found
     role = _role_of(name)
-    query = select(*_TABLE.c).where(AdapterVersion.role == role).order_by(AdapterVersion.version)
-    raise UnknownVersionError(
-        f"no adapter version is named {name!r} ({_summary([_record(r) for r in conn.execute(query).mappings()], role)})"
-    )
+    versions = [_record(row) for row in registry_rows.role_versions(conn, role)]
+    raise UnknownVersionError(f"no adapter version is named {name!r} ({_summary(versions, role)})")
 
 
 def _pick(versions: Sequence[AdapterRecord], role: str, name: str) -> AdapterRecord:
@@ -504,7 +479,7 @@ def _status(status: AdapterStatus | str) -> AdapterStatus:
         raise RegistryError(f"unknown adapter status {status!r}: use one of {choices}") from None
 
 
-def _record(row: RowMapping) -> AdapterRecord:
+def _record(row: Mapping[str, Any]) -> AdapterRecord:
     return AdapterRecord(
         **{
             **row,

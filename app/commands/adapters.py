@@ -181,7 +181,7 @@ def adapters_export(
 
 def usage_lines(exported) -> list[str]:
     """The lm-eval and vLLM command lines that load an export (``ExportedAdapter``)."""
-    from app.commands.vllm_cmd import VLLM_LORA_RANKS
+    from app.vllm_server import VLLM_LORA_RANKS
 
     folder = str(exported.folder)
     if exported.merged:

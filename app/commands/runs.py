@@ -48,7 +48,7 @@ def runs_list(
     """
     if status is not None and status not in RUN_STATUSES:
         fail(f"--status {status!r} is not a run status; use one of {', '.join(RUN_STATUSES)}")
-    from app.server.reads import list_runs
+    from storage.viewer_rows import list_runs
 
     rows = [_line(run) for run in list_runs(engine_or_exit(db), limit, game=game, status=status)]
     emit(rows, fmt, title="runs",

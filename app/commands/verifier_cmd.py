@@ -40,13 +40,11 @@ def eval_verifier(
     * `sparring eval -n 200` (logs held-out answers), then `sparring eval-verifier verifier@v1`
     * `sparring eval-verifier verifier --game ensemble --answers solver --format json`
     """
-    from sqlalchemy import select
-
     from evaluation.verifier_report import NoAnswersError, verifier_report
     from graphs.policies.adapter_folder import AdapterFolderError
     from graphs.policies.base_models import ModelLoadError
     from graphs.policies.reward_model import RewardModel
-    from storage.models import DatasetSnapshot
+    from storage.viewer_rows import dataset_snapshot
     from training.adapter_folders import verify_folder
     from training.registry import TRAINING_EVAL, RegistryError, active_version, get_version
 
@@ -62,11 +60,9 @@ def eval_verifier(
     if not record.is_verifier:
         fail(f"{record.name} is a policy (trained by {record.trainer}), not a verifier: train one with "
              "`sparring train reward --role verifier --answers actor`")
-    with engine.connect() as conn:
-        snapshot = conn.execute(select(DatasetSnapshot.game, DatasetSnapshot.role)
-                                .where(DatasetSnapshot.id == record.dataset_snapshot_id)).first()
-    game = game or (snapshot.game if snapshot else None)
-    answers = answers or (snapshot.role if snapshot else None)
+    snapshot = dataset_snapshot(engine, record.dataset_snapshot_id)
+    game = game or (snapshot["game"] if snapshot else None)
+    answers = answers or (snapshot["role"] if snapshot else None)
     if game is None or answers is None:
         fail(f"{record.name} records no dataset snapshot to take the game and the answering role from: pass "
              "--game and --answers")

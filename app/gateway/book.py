@@ -20,26 +20,28 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import Engine
 
 from app.gateway import SPLIT
 from app.gateway.errors import GatewayError
 from app.gateway.ledger import Ledger
 from graphs.policies.base import CANCELLED, GenerationResult, Message, SamplingParams
 from graphs.policies.policy import Policy
+from storage.gateway_rows import episode_progress, episode_status, turn_place
 from storage.orphans import INTERRUPTED_STAGE
 from storage.recorder import Recorder
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
-from storage.rows import EPISODES, TURNS
 
 SEAT_KIND = "learner"
 TASK_SOURCE = "gateway"
 INTERRUPTED = "interrupted: the gateway stopped before a client ended the episode"
 CLIENT_GONE = "interrupted: the client closed its connection before the reply"
 NAME_LIMIT = 200
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -189,13 +191,13 @@ class Book:
 
     async def seat_of_turn(self, episode_id: str, turn_id: str, param: str) -> str:
         """The seat of turn ``turn_id``, which must be a turn of ``episode_id`` (404 or 400 otherwise)."""
-        found = await self._read(select(TURNS.c.episode_id, TURNS.c.seat).where(TURNS.c.id == turn_id))
+        found = await self._read(turn_place, turn_id)
         if found is None:
             raise GatewayError(404, f"{param}: no turn {turn_id[:64]!r}", "turn_not_found", param)
         if found.episode_id != episode_id:
             raise GatewayError(400, f"{param}: turn {turn_id} is a turn of episode {found.episode_id}, not of "
                                f"{episode_id}: attach it to its own episode", "turn_of_another_episode", param)
-        return str(found.seat)
+        return found.seat
 
     async def reward(self, record: RewardRecord) -> None:
         await self._event(record.episode_id, record)
@@ -223,25 +225,12 @@ class Book:
             outages = self.ledger.outages
             if episode.outages == outages:
                 return
-            status, rounds = await self._stored(episode.id)
+            status, rounds = await self._read(episode_progress, episode.id)
             if status is None:
                 await self.ledger.commit(episode.start)
             elif status != EpisodeStatus.RUNNING:
                 self._forget(episode)
             episode.turns, episode.rounds, episode.outages = sum(rounds.values()), rounds, outages
-
-    async def _stored(self, episode_id: str) -> tuple[str | None, dict[str, int]]:
-        """The episode's status in the store (None if it is not there) and its stored turns by seat."""
-        await self.ledger.commit()
-
-        def read() -> tuple[str | None, dict[str, int]]:
-            with self.ledger.engine.connect() as conn:
-                status = conn.execute(select(EPISODES.c.status).where(EPISODES.c.id == episode_id)).scalar()
-                counts = conn.execute(select(TURNS.c.seat, func.count()).where(TURNS.c.episode_id == episode_id)
-                                      .group_by(TURNS.c.seat))
-                return status, {str(seat): int(count) for seat, count in counts}
-
-        return await asyncio.to_thread(read)
 
     def _forget(self, episode: OpenEpisode) -> None:
         self._open.pop(episode.id, None)
@@ -255,18 +244,12 @@ class Book:
             self._conversations.setdefault(episode.conversation, episode.id)
 
     async def _status(self, episode_id: str) -> str | None:
-        found = await self._read(select(EPISODES.c.status).where(EPISODES.c.id == episode_id))
-        return None if found is None else str(found.status)
+        return await self._read(episode_status, episode_id)
 
-    async def _read(self, query: Any) -> Any:
-        """One row of ``query`` once every record sent so far is written (None if none)."""
+    async def _read(self, read: Callable[[Engine, str], T], key: str) -> T:
+        """``read(engine, key)``, once every record sent so far is written."""
         await self.ledger.commit()
-
-        def read() -> Any:
-            with self.ledger.engine.connect() as conn:
-                return conn.execute(query).first()
-
-        return await asyncio.to_thread(read)
+        return await asyncio.to_thread(lambda: read(self.ledger.engine, key))
 
 
 def _standalone_end(episode: OpenEpisode, finish_reason: str) -> EpisodeEnd:

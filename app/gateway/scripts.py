@@ -29,13 +29,13 @@ from dataclasses import dataclass
 
 import uvicorn
 from fastapi import FastAPI
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from app.gateway import MAX_TOKENS
 from app.gateway.app import create_app, gateway_session
 from app.gateway.naming import BASE
 from app.wiring import PolicyFactory
-from storage.rows import EPISODES
+from storage.gateway_rows import run_episode_count
 from training.deploy import GateResult
 from training.external_gate import EVAL_SPLIT, HEADLINE, gate_runs
 from training.registry import AdapterRecord, active_version
@@ -80,8 +80,7 @@ def run_script(engine: Engine, factory: PolicyFactory, command: str, *, game: st
             tail = " | ".join(done.stderr.strip().splitlines()[-STDERR_LINES:]) or "(nothing on stderr)"
             raise ScriptError(f"{purpose}: {command!r} exited with status {done.returncode} (run {run_id}); "
                               f"the end of its stderr: {tail}")
-    with engine.connect() as conn:
-        episodes = conn.execute(select(func.count()).where(EPISODES.c.run_id == run_id)).scalar_one()
+    episodes = run_episode_count(engine, run_id)
     if not episodes:
         raise ScriptError(f"{purpose}: {command!r} logged no episode (run {run_id}): it must call the gateway at "
                           f"${URL} (opening episodes with POST /v1/episodes)")

@@ -9,6 +9,8 @@ from sqlalchemy import Engine
 
 from app.server import reads
 from app.server.filters import COUNT_LIMIT, BadParameter, EpisodeQuery, episode_query, no_nul
+from storage import viewer_rows
+from storage.engine import ping
 from storage.queries import get_episode, list_episodes
 
 router = APIRouter(prefix="/api", tags=["api"])
@@ -69,7 +71,7 @@ def episode(
 
 @router.get("/runs", summary="The newest runs with their summaries (an evaluation's metrics)")
 def runs(engine: EngineDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[dict[str, Any]]:
-    return reads.list_runs(engine, limit)
+    return viewer_rows.list_runs(engine, limit)
 
 
 @router.get("/runs/{run_id}", summary="One run (id or unique prefix) and its episodes counted by status")
@@ -84,12 +86,12 @@ def run(engine: EngineDep, run_id: str) -> dict[str, Any]:
 
 @router.get("/adapters", summary="Adapter versions with lineage: parent, dataset snapshot, job, gate figures")
 def adapters(engine: EngineDep) -> list[dict[str, Any]]:
-    return reads.lineage(engine)
+    return viewer_rows.lineage(engine)
 
 
 @router.get("/datasets", summary="Dataset snapshots: kind, role, rows, the filter and watermark that made them")
 def datasets(engine: EngineDep) -> list[dict[str, Any]]:
-    return reads.list_datasets(engine)
+    return viewer_rows.list_datasets(engine)
 
 
 @router.get("/evaluations", summary="Evaluations of adapter versions on held-out tasks, and every evaluation "
@@ -98,7 +100,7 @@ def evaluations(engine: EngineDep) -> dict[str, Any]:
     from evaluation.report import read_report
 
     report = read_report(engine)
-    return {"evaluations": reads.list_evaluations(engine),
+    return {"evaluations": viewer_rows.list_evaluations(engine),
             "series": [record for series in report.series for record in series.records()],
             "retrain_rounds": report.rounds}
 
@@ -131,6 +133,5 @@ def compare(
 
 @router.get("/health", summary="ok when the database answers (503 with the cause when it does not)")
 def health(engine: EngineDep) -> dict[str, str]:
-    with engine.connect() as conn:
-        conn.exec_driver_sql("SELECT 1")
+    ping(engine)
     return {"status": "ok"}

@@ -18,7 +18,7 @@ from typing import Annotated
 from fastapi import Query
 from sqlalchemy import Engine
 
-from app.server import reads
+from storage import logged
 from storage.keyset import SORT_KEYS
 from storage.queries import EpisodeFilter, resolve_run_id
 from storage.records import EpisodeStatus
@@ -81,17 +81,17 @@ def registered_seats(game: str | None) -> list[str]:
 
 def known_games(engine: Engine) -> list[str]:
     """The registry's games, then the other games the store holds episodes of (external games)."""
-    return list(dict.fromkeys([*seats_by_game(), *reads.logged_games(engine)]))
+    return list(dict.fromkeys([*seats_by_game(), *logged.logged_games(engine)]))
 
 
 def known_seats(engine: Engine) -> list[str]:
     """The seats the registry's games name, then the other seats the store logged turns of."""
-    return list(dict.fromkeys([*registered_seats(None), *reads.logged_seats(engine)]))
+    return list(dict.fromkeys([*registered_seats(None), *logged.logged_seats(engine)]))
 
 
 def check_game(engine: Engine, game: str | None) -> None:
     """A game filter matches something: a registered game, or one the store logged (else 400)."""
-    if game is None or game in seats_by_game() or reads.game_logged(engine, game):
+    if game is None or game in seats_by_game() or logged.game_logged(engine, game):
         return
     raise BadParameter("game", f"no such game {game!r}; use one of: {', '.join(known_games(engine))}")
 
@@ -100,9 +100,9 @@ def check_seat(engine: Engine, seat: str | None, game: str | None) -> None:
     """A seat filter names a seat of the game's spec (of any game's, without a game filter) or a
     seat the store logged turns of (in that game), else 400: a filter that cannot match anything
     would show an empty list as if nothing had been played."""
-    if seat is None or seat in registered_seats(game) or reads.seat_logged(engine, seat, game):
+    if seat is None or seat in registered_seats(game) or logged.seat_logged(engine, seat, game):
         return
-    valid = dict.fromkeys([*registered_seats(game), *reads.logged_seats(engine, game)])
+    valid = dict.fromkeys([*registered_seats(game), *logged.logged_seats(engine, game)])
     where = f" in {game}" if game else ""
     raise BadParameter("seat", f"no such seat {seat!r}{where}; use one of: {', '.join(valid)}")
 

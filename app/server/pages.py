@@ -20,6 +20,7 @@ from app.commands.settings_cmd import mask_url
 from app.server import reads
 from app.server.api import EngineDep, QueryDep, compare_task, episode_or_404, page_of
 from app.server.filters import known_games, known_seats
+from storage import viewer_rows
 from storage.keyset import SORT_KEYS
 from storage.records import EpisodeStatus
 
@@ -169,7 +170,7 @@ def api_docs(request: Request) -> HTMLResponse:
 
 @router.get("/lineage", response_class=HTMLResponse)
 def lineage_page(request: Request, engine: EngineDep) -> HTMLResponse:
-    return templates.TemplateResponse(request, "lineage.html", {"versions": reads.lineage(engine)})
+    return templates.TemplateResponse(request, "lineage.html", {"versions": viewer_rows.lineage(engine)})
 
 
 @router.get("/learning", response_class=HTMLResponse)

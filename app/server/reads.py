@@ -1,8 +1,7 @@
-"""What the viewer reads that storage.queries does not: runs, the training lineage (dataset
-snapshot -> adapter version -> gate), evaluations, one task played by two policies, and the games
-and seats the store logged (those of games the registry does not know included).
+"""What the viewer reads beyond storage's rows (``storage.viewer_rows``, ``storage.queries``):
+one task played by two policies, compared, and a run with its episodes counted by status.
 
-Plain dicts out, as storage.queries gives; every query is built with SQLAlchemy (parameterised).
+Plain dicts out, as storage.queries gives.
 """
 
 from __future__ import annotations
@@ -10,75 +9,17 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, Select, func, select
+from sqlalchemy import Engine
 
-import storage.logged
-from storage.models import AdapterVersion, DatasetSnapshot, Episode, Evaluation, Run, TrainingJob, Turn
 from storage.queries import EpisodeFilter, count_episodes_by_status, get_episode, list_episodes
-
-_RUNS, _AV, _DS, _JOBS, _EV = (t.__table__ for t in (Run, AdapterVersion, DatasetSnapshot, TrainingJob, Evaluation))
-_E, _T = Episode.__table__, Turn.__table__
-
-
-def list_runs(engine: Engine, limit: int = 100, *, game: str | None = None,
-              status: str | None = None) -> list[dict[str, Any]]:
-    """The newest runs (workers' runs included, each naming its parent), with their summaries
-    (an evaluation run's summary holds its metrics); ``game`` and ``status`` keep those only."""
-    stmt = select(*_RUNS.c).order_by(_RUNS.c.started_at.desc(), _RUNS.c.id.desc()).limit(limit)
-    if game is not None:
-        stmt = stmt.where(_RUNS.c.game == game)
-    if status is not None:
-        stmt = stmt.where(_RUNS.c.status == status)
-    with engine.connect() as conn:
-        return [row._asdict() for row in conn.execute(stmt)]
+from storage.viewer_rows import run_row
 
 
 def get_run(engine: Engine, run_id: str) -> dict[str, Any]:
-    with engine.connect() as conn:
-        row = conn.execute(select(*_RUNS.c).where(_RUNS.c.id == run_id)).first()
+    row = run_row(engine, run_id)
     if row is None:
         raise KeyError(f"no run {run_id!r}; GET /api/runs lists them")
-    return {**row._asdict(), "episodes_by_status": count_episodes_by_status(engine, run_id)}
-
-
-def list_datasets(engine: Engine) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        return [row._asdict() for row in conn.execute(select(*_DS.c).order_by(_DS.c.created_at.desc()))]
-
-
-def list_evaluations(engine: Engine) -> list[dict[str, Any]]:
-    names = _AV.alias("baseline")
-    stmt = (
-        select(*_EV.c, _AV.c.name.label("adapter"), names.c.name.label("baseline"))
-        .join(_AV, _AV.c.id == _EV.c.adapter_version_id)
-        .outerjoin(names, names.c.id == _EV.c.baseline_version_id)
-        .order_by(_EV.c.created_at.desc())
-    )
-    with engine.connect() as conn:
-        return [row._asdict() for row in conn.execute(stmt)]
-
-
-def lineage(engine: Engine) -> list[dict[str, Any]]:
-    """Every adapter version, newest first, with what made it: its parent, the dataset
-    snapshot it was trained on (how many rows, from which episodes), its training job, and
-    the gate figures it was promoted or rejected on."""
-    parent = _AV.alias("parent")
-    stmt = (
-        select(*_AV.c, parent.c.name.label("parent"))
-        .outerjoin(parent, parent.c.id == _AV.c.parent_id)
-        .order_by(_AV.c.created_at.desc(), _AV.c.id.desc())
-    )
-    with engine.connect() as conn:
-        versions = [row._asdict() for row in conn.execute(stmt)]
-        snapshots = {row.id: row._asdict() for row in conn.execute(select(*_DS.c))}
-        jobs = {row.adapter_version_id: row._asdict()
-                for row in conn.execute(select(*_JOBS.c).where(_JOBS.c.adapter_version_id.is_not(None)))}
-    for version in versions:
-        version["dataset"] = snapshots.get(version["dataset_snapshot_id"])
-        version["job"] = jobs.get(version["id"])
-        version["gate"] = (version.get("eval") or {}).get("gate")
-        version["training"] = (version.get("eval") or {}).get("training")
-    return versions
+    return {**row, "episodes_by_status": count_episodes_by_status(engine, run_id)}
 
 
 def tasks_of(engine: Engine, a: str, b: str, limit: int = 200) -> list[dict[str, Any]]:
@@ -121,45 +62,3 @@ def compare(engine: Engine, task_id: str, a: str, b: str) -> dict[str, Any]:
     return {"task_id": task_id, "a": a, "b": b, "episodes": episodes, "games": games, "note": note,
             "changes": changes, "last_response_diff": diff}
 
-
-
-def logged_games(engine: Engine) -> list[str]:
-    """Every game with an episode in the store, sorted."""
-    return distinct_values(engine, _E.c.game)
-
-
-def logged_seats(engine: Engine, game: str | None = None) -> list[str]:
-    """Every seat with a turn in the store (in an episode of ``game``, when given: a read of all
-    the game's turns, for error messages), sorted."""
-    if game is not None:
-        return storage.logged.logged_seats(engine, game)
-    return distinct_values(engine, _T.c.seat)
-
-
-def distinct_values(engine: Engine, column: ColumnElement[str]) -> list[str]:
-    """The values of ``column``, the first column of an index, sorted, by a loose index scan: one
-    index lookup per value. ``SELECT DISTINCT`` reads the whole index (SQLite, and PostgreSQL before
-    18): at 265,000 episodes, more than the rest of the episodes page costs."""
-    found = select(func.min(column).label("value")).cte("found", recursive=True)
-    following = select(func.min(column)).where(column > found.c.value).scalar_subquery()
-    found = found.union_all(select(following).where(found.c.value.is_not(None)))
-    with engine.connect() as conn:
-        return list(conn.scalars(select(found.c.value).where(found.c.value.is_not(None))))
-
-
-def game_logged(engine: Engine, game: str) -> bool:
-    """Whether the store holds an episode of ``game``."""
-    return _any(engine, select(_E.c.id).where(_E.c.game == game))
-
-
-def seat_logged(engine: Engine, seat: str, game: str | None = None) -> bool:
-    """Whether the store holds a turn of ``seat`` (in an episode of ``game``, when given)."""
-    query = select(_T.c.id).where(_T.c.seat == seat)
-    if game is not None:
-        query = query.where(_T.c.episode_id.in_(select(_E.c.id).where(_E.c.game == game)))
-    return _any(engine, query)
-
-
-def _any(engine: Engine, query: Select[Any]) -> bool:
-    with engine.connect() as conn:
-        return conn.execute(query.limit(1)).first() is not None

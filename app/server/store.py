@@ -10,12 +10,12 @@ the search index (migrations 0003 and 0006).
 from __future__ import annotations
 
 import threading
-from typing import Any
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
 from storage.engine import DatabaseError, driver_message, open_store
+from storage.listeners import make_read_only
 from storage.redact import redact
 
 
@@ -39,7 +39,7 @@ class Store:
                 except DatabaseError as exc:
                     raise StoreUnavailable(redact(str(exc))) from exc
                 engine.dispose()  # the connections made while migrating were writable
-                event.listen(engine, "connect", _READ_ONLY[engine.dialect.name])
+                make_read_only(engine)
                 self._engine = engine
             return self._engine
 
@@ -48,23 +48,6 @@ class Store:
             if self._engine is not None:
                 self._engine.dispose()
                 self._engine = None
-
-
-def _sqlite_read_only(dbapi_connection: Any, _record: object) -> None:
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA query_only = ON")
-    finally:
-        cursor.close()
-
-
-def _postgres_read_only(dbapi_connection: Any, _record: object) -> None:
-    with dbapi_connection.cursor() as cursor:
-        cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-    dbapi_connection.commit()
-
-
-_READ_ONLY = {"sqlite": _sqlite_read_only, "postgresql": _postgres_read_only}
 
 
 def unavailable(exc: DBAPIError) -> StoreUnavailable:

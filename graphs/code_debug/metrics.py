@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from graphs.code_debug.credit import BUG_VALID, TESTS_PASSED
 from graphs.code_debug.judge import NO_CODE
@@ -23,10 +23,7 @@ from graphs.code_debug.prompts import QUALITY
 from graphs.credit import CORRECT
 from graphs.metrics.run_metrics import RunMetrics, per_task_means, ratio, task_means
 from graphs.sandbox import Status
-from storage.models import Base
-from storage.queries import in_run
-
-_T = Base.metadata.tables
+from storage.metric_rows import run_judgments, run_rewards, turn_rewards
 
 
 @dataclass(frozen=True)
@@ -45,27 +42,15 @@ class _Counts:
 
 
 def code_debug_metrics(engine: Engine, run_id: str) -> RunMetrics:
-    episodes, turns, rewards, judgments = _T["episodes"], _T["turns"], _T["rewards"], _T["judgments"]
-    succeeded = (in_run(run_id), episodes.c.status == "succeeded")
-    fix_rows = (
-        select(episodes.c.id, episodes.c.task_id, turns.c.idx, rewards.c.name, rewards.c.value, rewards.c.info)
-        .join(turns, turns.c.id == rewards.c.turn_id).join(episodes, episodes.c.id == rewards.c.episode_id)
-        .where(*succeeded, rewards.c.seat == "fixer", rewards.c.name.in_((CORRECT, TESTS_PASSED)))
-        .order_by(episodes.c.id, turns.c.idx)
-    )
-    scores = (select(episodes.c.task_id, judgments.c.score).join(episodes, episodes.c.id == judgments.c.episode_id)
-              .where(*succeeded, judgments.c.rubric == QUALITY.name, judgments.c.score.is_not(None)))
-    bugs = (select(episodes.c.task_id, rewards.c.value).join(episodes, episodes.c.id == rewards.c.episode_id)
-            .where(*succeeded, rewards.c.name == BUG_VALID))
-    with engine.connect() as conn:
-        found: dict[str, dict[int, dict[str, float | str]]] = defaultdict(dict)
-        task_of: dict[str, str] = {}
-        for episode_id, task_id, idx, name, value, info in conn.execute(fix_rows):
-            task_of[episode_id] = task_id
-            fix = found[episode_id].setdefault(idx, {"status": (info or {}).get("status", "")})
-            fix[name] = value
-        quality = list(conn.execute(scores))
-        bug_valid = list(conn.execute(bugs))
+    found: dict[str, dict[int, dict[str, float | str]]] = defaultdict(dict)
+    task_of: dict[str, str] = {}
+    for turn in turn_rewards(engine, run_id, names=(CORRECT, TESTS_PASSED), seats=("fixer",), unrewarded=False):
+        task_of[turn.episode_id] = turn.task_id
+        fix = found[turn.episode_id].setdefault(turn.idx, {"status": turn.info.get("status", "")})
+        fix[turn.reward] = turn.value
+    quality = [(j.task_id, j.score) for j in run_judgments(engine, run_id, rubrics=(QUALITY.name,))
+               if j.score is not None]
+    bug_valid = [(r.task_id, r.value) for r in run_rewards(engine, run_id, names=(BUG_VALID,))]
     fixes = {episode: [_Fix(float(f.get(CORRECT, 0.0)), float(f.get(TESTS_PASSED, 0.0)), str(f["status"]))
                        for _, f in sorted(by_idx.items())] for episode, by_idx in found.items()}
     outcomes = {

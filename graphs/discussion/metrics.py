@@ -21,17 +21,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from graphs.credit import CORRECT
 from graphs.discussion.state import AGENTS
 from graphs.judges.majority import majority_correct
 from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
 from graphs.metrics.stats import paired
-from storage.models import Base
-from storage.queries import in_run
-
-_T = Base.metadata.tables
+from storage.metric_rows import turn_rewards
 
 
 @dataclass
@@ -57,18 +54,10 @@ class _Episode:
 
 
 def _episodes(engine: Engine, run_id: str) -> list[_Episode]:
-    episodes, turns, rewards = _T["episodes"], _T["turns"], _T["rewards"]
-    query = (
-        select(episodes.c.id, episodes.c.task_id, turns.c.seat, turns.c.round, turns.c.parsed_value, rewards.c.value)
-        .join(turns, turns.c.episode_id == episodes.c.id)
-        .outerjoin(rewards, (rewards.c.turn_id == turns.c.id) & (rewards.c.name == CORRECT))
-        .where(in_run(run_id), episodes.c.status == "succeeded", turns.c.seat.in_(AGENTS))
-        .order_by(episodes.c.id, turns.c.idx)
-    )
     found: dict[str, _Episode] = {}
-    with engine.connect() as conn:
-        for episode_id, task_id, seat, round_, parsed, correct in conn.execute(query):
-            found.setdefault(episode_id, _Episode(task_id)).rounds.setdefault(round_, {})[seat] = (parsed, correct)
+    for turn in turn_rewards(engine, run_id, names=(CORRECT,), seats=AGENTS):
+        episode = found.setdefault(turn.episode_id, _Episode(turn.task_id))
+        episode.rounds.setdefault(turn.round, {})[turn.seat] = (turn.parsed_value, turn.value)
     return [e for e in found.values() if e.judged()]
 
 

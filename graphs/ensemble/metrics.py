@@ -18,16 +18,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from graphs.credit import CORRECT
 from graphs.ensemble.state import PICK_CORRECT
 from graphs.judges.majority import majority_correct, majority_index
 from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
-from storage.models import Base
-from storage.queries import in_run
-
-_T = Base.metadata.tables
+from storage.metric_rows import turn_rewards
 
 
 @dataclass
@@ -39,23 +36,13 @@ class _Episode:
 
 
 def _episodes(engine: Engine, run_id: str) -> list[_Episode]:
-    episodes, turns, rewards = _T["episodes"], _T["turns"], _T["rewards"]
-    query = (
-        select(episodes.c.id, episodes.c.task_id, turns.c.seat, turns.c.parsed_value, rewards.c.value,
-               rewards.c.info)
-        .join(turns, turns.c.episode_id == episodes.c.id)
-        .outerjoin(rewards, (rewards.c.turn_id == turns.c.id) & rewards.c.name.in_((CORRECT, PICK_CORRECT)))
-        .where(in_run(run_id), episodes.c.status == "succeeded", turns.c.seat.in_(("solver", "judge")))
-        .order_by(episodes.c.id, turns.c.idx)
-    )
     found: dict[str, _Episode] = {}
-    with engine.connect() as conn:
-        for episode_id, task_id, seat, parsed, value, info in conn.execute(query):
-            episode = found.setdefault(episode_id, _Episode(task_id))
-            if seat == "solver":
-                episode.answers.append((parsed, value, (info or {}).get("variant")))
-            else:
-                episode.pick_correct = value
+    for turn in turn_rewards(engine, run_id, names=(CORRECT, PICK_CORRECT), seats=("solver", "judge")):
+        episode = found.setdefault(turn.episode_id, _Episode(turn.task_id))
+        if turn.seat == "solver":
+            episode.answers.append((turn.parsed_value, turn.value, turn.info.get("variant")))
+        else:
+            episode.pick_correct = turn.value
     return list(found.values())
 
 

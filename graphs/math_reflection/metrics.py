@@ -28,16 +28,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from graphs.credit import CORRECT
 from graphs.judges.majority import majority_correct
 from graphs.metrics.run_metrics import RunMetrics, per_task_means, ratio, task_means
 from graphs.metrics.stats import mean_of_proportions
-from storage.models import Base
-from storage.queries import in_run
-
-_T = Base.metadata.tables
+from storage.metric_rows import turn_rewards
 
 
 @dataclass
@@ -50,23 +47,14 @@ class _Episode:
 
 
 def _episodes(engine: Engine, run_id: str) -> list[_Episode]:
-    episodes, turns, rewards = _T["episodes"], _T["turns"], _T["rewards"]
-    query = (
-        select(episodes.c.id, episodes.c.task_id, turns.c.seat, turns.c.parsed_value, rewards.c.value)
-        .join(turns, turns.c.episode_id == episodes.c.id)
-        .outerjoin(rewards, (rewards.c.turn_id == turns.c.id) & (rewards.c.name == CORRECT))
-        .where(in_run(run_id), episodes.c.status == "succeeded", turns.c.seat.in_(("actor", "critic")))
-        .order_by(episodes.c.id, turns.c.idx)
-    )
     found: dict[str, _Episode] = {}
-    with engine.connect() as conn:
-        for episode_id, task_id, seat, parsed, correct in conn.execute(query):
-            episode = found.setdefault(episode_id, _Episode(task_id))
-            if seat == "actor":
-                episode.answers.append((parsed, correct))
-            else:
-                reviewed = episode.answers[-1][1] if episode.answers else None
-                episode.verdicts.append((parsed, None if reviewed is None else reviewed == 1.0))
+    for turn in turn_rewards(engine, run_id, names=(CORRECT,), seats=("actor", "critic")):
+        episode = found.setdefault(turn.episode_id, _Episode(turn.task_id))
+        if turn.seat == "actor":
+            episode.answers.append((turn.parsed_value, turn.value))
+        else:
+            reviewed = episode.answers[-1][1] if episode.answers else None
+            episode.verdicts.append((turn.parsed_value, None if reviewed is None else reviewed == 1.0))
     return list(found.values())
 
 

@@ -12,14 +12,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from graphs.metrics.run_metrics import ratio
 from graphs.metrics.stats import Estimate
-from storage.models import Base
-from storage.queries import in_run
-
-_T = Base.metadata.tables
+from storage.metric_rows import run_rewards
 
 
 @dataclass(frozen=True)
@@ -44,22 +41,10 @@ def episode_rewards(engine: Engine, run_id: str, *, seat: str | None = None,
                     names: Collection[str] | None = None) -> list[EpisodeRewards]:
     """The run's succeeded episodes that have a reward (of ``seat``, named one of ``names``,
     where given), in episode id order."""
-    episodes, rewards = _T["episodes"], _T["rewards"]
-    query = (
-        select(episodes.c.id, episodes.c.task_id, rewards.c.seat, rewards.c.name, rewards.c.value, rewards.c.info)
-        .join(rewards, rewards.c.episode_id == episodes.c.id)
-        .where(in_run(run_id), episodes.c.status == "succeeded")
-        .order_by(episodes.c.id, rewards.c.id)
-    )
-    if seat is not None:
-        query = query.where(rewards.c.seat == seat)
-    if names is not None:
-        query = query.where(rewards.c.name.in_(names))
     found: dict[str, EpisodeRewards] = {}
-    with engine.connect() as conn:
-        for episode_id, task_id, reward_seat, name, value, info in conn.execute(query):
-            episode = found.setdefault(episode_id, EpisodeRewards(task_id))
-            episode.rewards.setdefault((reward_seat, name), []).append(Reward(value, info or {}))
+    for row in run_rewards(engine, run_id, seat=seat, names=names):
+        episode = found.setdefault(row.episode_id, EpisodeRewards(row.task_id))
+        episode.rewards.setdefault((row.seat, row.name), []).append(Reward(row.value, row.info))
     return list(found.values())
 
 

@@ -21,16 +21,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from graphs.metrics.run_metrics import RunMetrics, per_task_means, ratio, task_means
 from graphs.story.credit import CONSISTENCY
 from graphs.story.prompts import CREATIVITY, CREATIVITY_PROXY
 from graphs.story.state import CO_WRITER, WRITER
-from storage.models import Base
-from storage.queries import in_run
-
-_T = Base.metadata.tables
+from storage.metric_rows import run_judgments, turn_rewards
 
 
 @dataclass
@@ -76,38 +73,22 @@ def story_metrics(engine: Engine, run_id: str) -> RunMetrics:
 
 
 def _read(engine: Engine, run_id: str) -> _Read:
-    episodes, turns, rewards, judgments = (_T[n] for n in ("episodes", "turns", "rewards", "judgments"))
-    passages = (
-        select(episodes.c.id, episodes.c.task_id, turns.c.seat, rewards.c.value, rewards.c.info)
-        .join(turns, turns.c.episode_id == episodes.c.id)
-        .join(rewards, (rewards.c.turn_id == turns.c.id) & (rewards.c.name == CONSISTENCY))
-        .where(in_run(run_id), episodes.c.status == "succeeded")
-        .order_by(episodes.c.id, turns.c.idx)
-    )
-    creativity = (
-        select(episodes.c.id, judgments.c.rubric, judgments.c.winner_seat, judgments.c.loser_seat,
-               judgments.c.scored_seat, judgments.c.score)
-        .join(episodes, episodes.c.id == judgments.c.episode_id)
-        .where(in_run(run_id), episodes.c.status == "succeeded",
-               judgments.c.rubric.in_((CREATIVITY.name, CREATIVITY_PROXY)))
-    )
     read = _Read()
-    with engine.connect() as conn:
-        for episode_id, task_id, seat, value, info in conn.execute(passages):
-            episode = read.episodes.setdefault(episode_id, _Episode(task_id))
-            counts = read.passages[seat][task_id]
-            counts.total += 1
-            counts.consistent += value == 1.0
-            if seat == WRITER and (info or {}).get("kept"):
-                episode.violations += len(info.get("violations") or [])
-                if info.get("ending") is not None:
-                    episode.ending = bool(info["ending"])
-        for episode_id, rubric, winner, loser, scored_seat, score in conn.execute(creativity):
-            episode = read.episodes.get(episode_id)
-            if episode is None:
-                continue
-            if rubric == CREATIVITY.name and {winner, loser} == {WRITER, CO_WRITER}:
-                episode.creativity = float(winner == WRITER)
-            elif rubric == CREATIVITY_PROXY and scored_seat == WRITER:
-                episode.proxy = score
+    for passage in turn_rewards(engine, run_id, names=(CONSISTENCY,), unrewarded=False):
+        episode = read.episodes.setdefault(passage.episode_id, _Episode(passage.task_id))
+        counts = read.passages[passage.seat][passage.task_id]
+        counts.total += 1
+        counts.consistent += passage.value == 1.0
+        if passage.seat == WRITER and passage.info.get("kept"):
+            episode.violations += len(passage.info.get("violations") or [])
+            if passage.info.get("ending") is not None:
+                episode.ending = bool(passage.info["ending"])
+    for judgment in run_judgments(engine, run_id, rubrics=(CREATIVITY.name, CREATIVITY_PROXY)):
+        episode = read.episodes.get(judgment.episode_id)
+        if episode is None:
+            continue
+        if judgment.rubric == CREATIVITY.name and {judgment.winner_seat, judgment.loser_seat} == {WRITER, CO_WRITER}:
+            episode.creativity = float(judgment.winner_seat == WRITER)
+        elif judgment.rubric == CREATIVITY_PROXY and judgment.scored_seat == WRITER:
+            episode.proxy = judgment.score
     return read

@@ -1,11 +1,8 @@
 """Reading the logs for a dataset build: succeeded episodes, with the turns a builder needs,
 their payloads and their rewards, streamed a chunk of episodes at a time.
 
-Set-based: one query streams the selected episodes (oldest finish first); for each chunk of
-them, one query reads their turns with the payloads and rewards they need (and, when asked,
-one query first reads their judgments, one their tasks' answers, and one the rewards they were
-given with no turn). There is never a query
-per turn or per episode. A selected or judged turn whose payload row is missing is not read.
+The queries are ``storage.dataset_rows``' (set-based: never one query per turn or per
+episode). A selected or judged turn whose payload row is missing is not read.
 Prompt messages stay the JSON text the store holds until a builder asks for them: most read
 turns make no row.
 
@@ -23,29 +20,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import (
-    ColumnElement, Connection, Engine, Select, Text, and_, bindparam, cast, exists, false, null, or_, select,
-    type_coerce,
-)
-from sqlalchemy.types import Boolean
+from sqlalchemy import Engine
 
 from graphs.policies.base import CANCELLED
-from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn, TurnPayload
-from storage.queries import SCRIPTED_BACKEND, policy_is
-from storage.records import EpisodeStatus, JudgmentRecord
+from storage.dataset_rows import LogChunk, LogSelection, log_chunks
+from storage.records import JudgmentRecord
 from training.datasets.errors import EvaluationDataError
-
-_E = Episode.__table__
-_EP = EpisodePayload.__table__
-_T = Turn.__table__
-_TP = TurnPayload.__table__
-_R = Reward.__table__
-_J = Judgment.__table__
 
 WatermarkOn = Literal["episode_finished_at", "turn_created_at"]
 WATERMARK_FIELDS: tuple[WatermarkOn, ...] = ("episode_finished_at", "turn_created_at")
@@ -227,69 +212,31 @@ def read_episodes(
     read as the plan says. Episodes with no selected turn are left out."""
     if chunk_episodes < 1:
         raise ValueError(f"chunk_episodes must be >= 1, got {chunk_episodes}")
-    # yield_per on the statement, not the connection: the chunk queries are read whole
-    episodes = _episode_select(plan).execution_options(yield_per=chunk_episodes)
-    # built once, executed per chunk: a chunk whose judgments name turns uses the second
-    statements = (_turn_select(plan, judged=False), _turn_select(plan, judged=True))
-    with engine.connect() as conn:
-        for rows in conn.execute(episodes).partitions():
-            yield from _read_chunk(conn, statements, rows, truths=plan.truths, seat_rewards=plan.seat_rewards)
+    for chunk in log_chunks(engine, _selection(plan), chunk_episodes=chunk_episodes):
+        yield from _episodes(chunk)
 
 
-def _selected(plan: ReadPlan) -> ColumnElement[bool]:
-    conditions = [_T.c.seat == plan.role, _T.c.backend != SCRIPTED_BACKEND, _T.c.finish_reason != CANCELLED]
-    if plan.filter.policy is not None:
-        conditions.append(policy_is(plan.filter.policy))
-    if plan.since is not None and plan.filter.watermark_on == "turn_created_at":
-        conditions.append(_T.c.created_at > plan.since)
-    return and_(*conditions)
-
-
-def _episode_select(plan: ReadPlan) -> Select[Any]:
-    where: list[ColumnElement[bool]] = [_E.c.game == plan.game, _E.c.status == EpisodeStatus.SUCCEEDED.value]
-    if plan.filter.split is not None:
-        where.append(_E.c.split == plan.filter.split)
-    if plan.since is not None:
-        # in turn_created_at mode too: a turn is created before its episode finishes
-        where.append(_E.c.finished_at > plan.since)
-    if plan.commits is not None:
-        numbered = _E.c.commit_seq < plan.commits.before
-        if plan.commits.after is None:
-            where.append(or_(numbered, _E.c.commit_seq.is_(None)))
-        else:
-            where.append(and_(numbered, _E.c.commit_seq >= plan.commits.after))
-    where.append(exists().where(_T.c.episode_id == _E.c.id, _selected(plan)))
-    # whether the episode has judgments: a chunk without any reads none (most games have no judge)
-    judged = exists().where(_J.c.episode_id == _E.c.id) if plan.judged_turns else false()
-    return (
-        select(
-            _E.c.id,
-            _E.c.game,
-            _E.c.task_id,
-            _E.c.difficulty,
-            _E.c.split,
-            _E.c.finished_at,
-            type_coerce(judged, Boolean).label("judged"),
-        )
-        .where(*where)
-        .order_by(_E.c.finished_at, _E.c.id)
+def _selection(plan: ReadPlan) -> LogSelection:
+    return LogSelection(
+        game=plan.game,
+        role=plan.role,
+        skip_finish_reason=CANCELLED,
+        policy=plan.filter.policy,
+        split=plan.filter.split,
+        since=plan.since,
+        watermark_on_turns=plan.filter.watermark_on == "turn_created_at",
+        commits_before=None if plan.commits is None else plan.commits.before,
+        commits_after=None if plan.commits is None else plan.commits.after,
+        context_seats=plan.context_seats,
+        judged_turns=plan.judged_turns,
+        tokens=plan.tokens,
+        tasks=plan.truths,
+        seat_rewards=plan.seat_rewards,
     )
 
 
-def _read_chunk(
-    conn: Connection, statements: tuple[Select[Any], Select[Any]], episode_rows: Sequence[Any], *, truths: bool,
-    seat_rewards: bool,
-) -> list[EpisodeLog]:
-    ids = [row.id for row in episode_rows]
-    answers = _truths(conn, ids) if truths else {}
-    shared = _seat_rewards(conn, ids) if seat_rewards else {}
-    with_judgments = [row.id for row in episode_rows if row.judged]
-    judgments = _judgments(conn, with_judgments) if with_judgments else {}
-    judged = _named_turns(judgments)
-    if judged:
-        statement, params = statements[1], {"episode_ids": ids, "judged": list(judged)}
-    else:
-        statement, params = statements[0], {"episode_ids": ids}
+def _episodes(chunk: LogChunk) -> list[EpisodeLog]:
+    judged = chunk.judged_turns
     turns: dict[str, list[LoggedTurn]] = {}
     last_id: str | None = None
     rewards: dict[str, float] = {}
@@ -307,7 +254,7 @@ def _read_chunk(
         logprobs,
         reward_name,
         reward_value,
-    ) in conn.execute(statement, params).all():
+    ) in chunk.turns:
         if turn_id != last_id:
             last_id, rewards = turn_id, {}
             if response is None and (selected or turn_id in judged):
@@ -328,97 +275,34 @@ def _read_chunk(
         if reward_name is not None:
             rewards[reward_name] = reward_value
 
+    answers = _answers(chunk.tasks)
+    shared = _seat_rewards(chunk.seat_rewards)
     return [
         EpisodeLog(episode_id, game, task_id, difficulty, split, finished_at, turns[episode_id],
-                   judgments.get(episode_id, []), answers.get(episode_id), shared.get(episode_id, {}))
-        for episode_id, game, task_id, difficulty, split, finished_at, _ in episode_rows
+                   chunk.judgments.get(episode_id, []), answers.get(episode_id), shared.get(episode_id, {}))
+        for episode_id, game, task_id, difficulty, split, finished_at, _ in chunk.episodes
         if episode_id in turns and any(t.selected for t in turns[episode_id])
     ]
 
 
-def _truths(conn: Connection, episode_ids: list[str]) -> dict[str, str]:
+def _answers(tasks: dict[str, Any]) -> dict[str, str]:
     """episode id -> its task's answer, for the episodes whose task has one."""
-    query = select(_EP.c.episode_id, _EP.c.task).where(_EP.c.episode_id.in_(episode_ids))
     return {
         episode_id: str(task["answer"])
-        for episode_id, task in conn.execute(query).all()
+        for episode_id, task in tasks.items()
         if isinstance(task, dict) and task.get("answer") is not None
     }
 
 
-def _seat_rewards(conn: Connection, episode_ids: list[str]) -> dict[str, dict[str, dict[str, float]]]:
-    """episode id -> seat -> reward name -> value, of the rewards that name no turn (in event order)."""
-    query = (select(_R.c.episode_id, _R.c.seat, _R.c.name, _R.c.value)
-             .where(_R.c.episode_id.in_(episode_ids), _R.c.turn_id.is_(None)).order_by(_R.c.id))
+def _seat_rewards(events: list[tuple[str, str, str, float]]) -> dict[str, dict[str, dict[str, float]]]:
+    """episode id -> seat -> reward name -> value (of several events with one name, the latest)."""
     found: dict[str, dict[str, dict[str, float]]] = {}
-    for episode_id, seat, name, value in conn.execute(query).all():
+    for episode_id, seat, name, value in events:
         found.setdefault(episode_id, {}).setdefault(seat, {})[name] = value
     return found
-
-
-_JUDGMENT_FIELDS = tuple(f.name for f in fields(JudgmentRecord))
-"""the judgments table's columns, as the records the games wrote"""
-
-
-def _judgments(conn: Connection, episode_ids: list[str]) -> dict[str, list[JudgmentRecord]]:
-    judgments: dict[str, list[JudgmentRecord]] = {}
-    for row in conn.execute(select(_J).where(_J.c.episode_id.in_(episode_ids)).order_by(_J.c.id)).all():
-        judgments.setdefault(row.episode_id, []).append(
-            JudgmentRecord(**{name: getattr(row, name) for name in _JUDGMENT_FIELDS})
-        )
-    return judgments
-
-
-_NARROW = (_T.c.id, _T.c.episode_id, _T.c.idx, _T.c.round, _T.c.seat, _T.c.policy, _T.c.served_by, _T.c.parsed,
-           _T.c.parsed_value)
 
 
 def _numbers(text: str | None) -> JSONNumbers | None:
     if text is None:
         return None
     return JSONNumbers(text.replace("\n", " ") if "\n" in text else text)  # rows are one line each
-
-
-def _named_turns(judgments: dict[str, list[JudgmentRecord]]) -> set[str]:
-    """The turns the chunk's judgments prefer or reject (ties name none)."""
-    return {
-        turn_id
-        for episode_judgments in judgments.values()
-        for j in episode_judgments
-        for turn_id in (j.preferred_turn_id, j.rejected_turn_id)
-        if turn_id is not None
-    }
-
-
-def _turn_select(plan: ReadPlan, *, judged: bool) -> Select[Any]:
-    """The selected, context and (``judged``) judged turns of the chunk's episodes (parameter
-    ``episode_ids``; the judged turns' ids: ``judged``) in play order, one row per reward event
-    (or one without), with payloads for the selected and judged turns only."""
-    selected = _selected(plan)
-    is_judged = _T.c.id.in_(bindparam("judged", expanding=True)) if judged else false()
-    context = and_(_T.c.seat.in_(plan.context_seats), _T.c.seat != plan.role) if plan.context_seats else false()
-    columns = (_TP.c.prompt_token_ids, _TP.c.completion_token_ids, _TP.c.logprobs)
-    if plan.tokens:  # the stored JSON text, undecoded (JSONNumbers)
-        tokens = tuple(cast(column, Text).label(column.name) for column in columns)
-    else:
-        tokens = tuple(null().label(column.name) for column in columns)
-    created_at = _T.c.created_at if plan.filter.watermark_on == "turn_created_at" else null()
-    return (
-        select(
-            *_NARROW,
-            created_at.label("created_at"),
-            type_coerce(selected, Boolean).label("selected"),
-            cast(_TP.c.messages, Text).label("messages"),
-            _TP.c.response,
-            *tokens,
-            _R.c.name,
-            _R.c.value,
-        )
-        .select_from(
-            _T.outerjoin(_TP, and_(_TP.c.turn_id == _T.c.id, or_(selected, is_judged))).outerjoin(
-                _R, _R.c.turn_id == _T.c.id
-            )
-        )
-        .where(_T.c.episode_id.in_(bindparam("episode_ids", expanding=True)), or_(selected, context, is_judged))
-        .order_by(_T.c.episode_id, _T.c.idx, _T.c.id, _R.c.id)
-    )

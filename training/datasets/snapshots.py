@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 import datasets
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from storage.commits import horizon
-from storage.engine import session_scope
-from storage.models import DatasetKind, DatasetSnapshot, JobStatus, TrainingJob
+from storage import dataset_rows
+from storage.models import DatasetKind, JobStatus
 from storage.records import utcnow
 from training.datasets.building import BuildContext, Builder, EncodedRow, Row
 from training.datasets.errors import (
@@ -131,8 +130,7 @@ def build_snapshot(
     builder = builder_type(kind, options)(BuildContext(role=role, game=game, seed=seed), options)
     plan = builder.read_plan(log_filter, since_at)
     if by_commit:  # the horizon is read before any episode is
-        with engine.connect() as conn:
-            plan = replace(plan, commits=Commits(before=horizon(conn), after=after))
+        plan = replace(plan, commits=Commits(before=dataset_rows.commit_horizon(engine), after=after))
     filter_spec = {
         "game": game,
         "role": role,
@@ -156,23 +154,20 @@ def build_snapshot(
         raise EmptyDatasetError(
             _empty_message(kind, role, game, log_filter, since_at, since_snapshot_id, after, tracker, builder)
         )
-    snapshot = DatasetSnapshot(
-        kind=kind.value,
-        role=role,
-        game=game,
-        base_model=base_model,
-        filter_spec=filter_spec,
-        watermark=watermark,
-        horizon=None if plan.commits is None else plan.commits.before,
-        row_count=writer.rows,
-        path=str(path),
-        content_hash=writer.sha256.hexdigest(),
-    )
+    snapshot = {
+        "kind": kind.value,
+        "role": role,
+        "game": game,
+        "base_model": base_model,
+        "filter_spec": filter_spec,
+        "watermark": watermark,
+        "horizon": None if plan.commits is None else plan.commits.before,
+        "row_count": writer.rows,
+        "path": str(path),
+        "content_hash": writer.sha256.hexdigest(),
+    }
     try:
-        with session_scope(engine) as session:
-            session.add(snapshot)
-            session.flush()
-            snapshot_id = snapshot.id
+        snapshot_id = dataset_rows.insert_snapshot(engine, snapshot)
     except BaseException:
         path.unlink(missing_ok=True)  # an unregistered file would only be an orphan
         raise
@@ -207,42 +202,41 @@ def load_snapshot(
     was built for ``role``, ``base_model`` (and ``kind``, when given) and that its file is
     still the one that was built. ``cache_dir``: where ``datasets`` keeps its Arrow copy
     (default: a ``.cache`` folder beside the file)."""
-    with session_scope(engine) as session:
-        snapshot = session.get(DatasetSnapshot, snapshot_id)
-        if snapshot is None:
-            raise SnapshotNotFoundError(
-                f"there is no dataset snapshot {snapshot_id} in this store; build one with build_snapshot "
-                "or check the id (and the database URL)"
-            )
-    if snapshot.role != role:
+    snapshot = dataset_rows.snapshot(engine, snapshot_id)
+    if snapshot is None:
+        raise SnapshotNotFoundError(
+            f"there is no dataset snapshot {snapshot_id} in this store; build one with build_snapshot "
+            "or check the id (and the database URL)"
+        )
+    if snapshot["role"] != role:
         raise DatasetMismatchError(
-            f"snapshot {snapshot_id} was built for role {snapshot.role}, not {role}: "
+            f"snapshot {snapshot_id} was built for role {snapshot['role']}, not {role}: "
             f"load a snapshot of role {role}, or build one"
         )
-    if snapshot.base_model != base_model:
+    if snapshot["base_model"] != base_model:
         raise DatasetMismatchError(
-            f"snapshot {snapshot_id} was built for base model {snapshot.base_model!r}, not {base_model!r}: "
+            f"snapshot {snapshot_id} was built for base model {snapshot['base_model']!r}, not {base_model!r}: "
             "train on that base model, or build a snapshot for this one"
         )
-    if kind is not None and snapshot.kind != _kind(kind):
+    if kind is not None and snapshot["kind"] != _kind(kind):
         raise DatasetMismatchError(
-            f"snapshot {snapshot_id} holds {snapshot.kind} rows, not {_kind(kind)} rows: "
+            f"snapshot {snapshot_id} holds {snapshot['kind']} rows, not {_kind(kind)} rows: "
             f"load a {_kind(kind)} snapshot, or build one"
         )
-    path = Path(snapshot.path)
+    path = Path(snapshot["path"])
     if not path.is_file():
         raise SnapshotFileError(
             f"the file of snapshot {snapshot_id} is missing ({path}); it was moved or deleted. "
             "Put it back, or build a new snapshot"
         )
     digest = _file_sha256(path)
-    if digest != snapshot.content_hash:
+    if digest != snapshot["content_hash"]:
         raise SnapshotFileError(
             f"the file of snapshot {snapshot_id} ({path}) changed since it was built (sha256 {digest[:12]}..., "
-            f"recorded {str(snapshot.content_hash)[:12]}...). Restore it, or build a new snapshot"
+            f"recorded {str(snapshot['content_hash'])[:12]}...). Restore it, or build a new snapshot"
         )
-    snapshot_kind = DatasetKind(snapshot.kind)
-    options = BUILDERS[snapshot_kind].options_type(**snapshot.filter_spec.get("options", {}))
+    snapshot_kind = DatasetKind(snapshot["kind"])
+    options = BUILDERS[snapshot_kind].options_type(**snapshot["filter_spec"].get("options", {}))
     return datasets.Dataset.from_json(
         str(path),
         features=builder_type(snapshot_kind, options).features(options),
@@ -362,33 +356,17 @@ def list_snapshots(
     engine: Engine, *, kind: DatasetKind | str | None = None, role: str | None = None, game: str | None = None
 ) -> list[SnapshotInfo]:
     """Registered snapshots, newest first, with their training jobs."""
-    query = select(DatasetSnapshot).order_by(DatasetSnapshot.created_at.desc(), DatasetSnapshot.id.desc())
-    if kind is not None:
-        query = query.where(DatasetSnapshot.kind == _kind(kind).value)
-    if role is not None:
-        query = query.where(DatasetSnapshot.role == role)
-    if game is not None:
-        query = query.where(DatasetSnapshot.game == game)
-    with session_scope(engine) as session:
-        snapshots = session.scalars(query).all()
-        jobs: dict[int, list[tuple[int, str]]] = {}
-        if snapshots:
-            found = session.execute(
-                select(TrainingJob.dataset_snapshot_id, TrainingJob.id, TrainingJob.status)
-                .where(TrainingJob.dataset_snapshot_id.in_([s.id for s in snapshots]))
-                .order_by(TrainingJob.id)
-            )
-            for snapshot_id, job_id, status in found:
-                jobs.setdefault(snapshot_id, []).append((job_id, status))
-        return [
-            SnapshotInfo(
-                id=s.id, kind=s.kind, role=s.role, game=s.game, row_count=s.row_count, watermark=s.watermark,
-                horizon=s.horizon, created_at=s.created_at, path=s.path,
-                for_training=bool(s.filter_spec.get(FOR_TRAINING)),
-                jobs=tuple(jobs.get(s.id, ())),
-            )
-            for s in snapshots
-        ]
+    rows = dataset_rows.snapshots_with_jobs(
+        engine, kind=None if kind is None else _kind(kind).value, role=role, game=game
+    )
+    return [
+        SnapshotInfo(
+            id=s["id"], kind=s["kind"], role=s["role"], game=s["game"], row_count=s["row_count"],
+            watermark=s["watermark"], horizon=s["horizon"], created_at=s["created_at"], path=s["path"],
+            for_training=bool(s["filter_spec"].get(FOR_TRAINING)), jobs=tuple(s["jobs"]),
+        )
+        for s in rows
+    ]
 
 
 def _empty_message(
