@@ -56,6 +56,8 @@ Player = Callable[[Mapping[str, str], list[Task], str, Callable[[int], None]], A
 """Plays tasks elsewhere (``sparring eval --ray``) given the seats' specs, the tasks, the evaluation's
 run id (its workers' runs are children of it) and a callback of the episodes done; returns the
 played episodes' statuses by seed (``storage.queries.played_seeds``)."""
+PlayerSpecs = Callable[[Mapping[str, Policy]], dict[str, str]]
+"""The seats' specs of policies a player plays, for a call that names none (a retrain's gates)."""
 PhaseProgress = Callable[[str, int, int | None], None]
 """Reports ``(phase, done, total)`` as long work advances; the CLI draws one bar per phase."""
 
@@ -136,7 +138,9 @@ class Evaluator:
     """Maps the policies onto those an evaluation that decides plays (``graphs.policies.deciding``:
     float32 twins of bfloat16 in-process backends); None: as given."""
     player: Player | None = field(default=None, repr=False)
-    """Plays the episodes instead of this process (then ``__call__`` needs the seats' specs)."""
+    """Plays the episodes instead of this process (then ``__call__`` needs the seats' specs, or
+    ``player_specs`` to name them)."""
+    player_specs: PlayerSpecs | None = field(default=None, repr=False)
     _memory: dict[str, EvaluationResult] = field(default_factory=dict, repr=False)
 
     def key(self, policies: Mapping[str, Policy]) -> dict[str, Any]:
@@ -182,6 +186,8 @@ class Evaluator:
                                         seed=self.seed, options=self.options, run_id=run.id, on_episode=advance)
                     statuses = [e.status for e in report.episodes]
                 else:
+                    if seats is None and self.player_specs is not None:
+                        seats = self.player_specs(played)
                     if seats is None:
                         raise ValueError("an evaluator with a player needs the seats' specs")
                     found = await self.player(seats, self.tasks, run.id,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from evaluation.evaluator import Deciding, Evaluator, PhaseProgress, Player
+from evaluation.evaluator import Deciding, Evaluator, PhaseProgress, Player, PlayerSpecs
 from evaluation.families import family_of
 from graphs.context import GameOptions
 from graphs.registry import GameSpec
@@ -66,14 +66,15 @@ def _checked(what: str, tasks: list[Task]) -> list[Task]:
 def evaluators(engine: Engine, game: GameSpec, sets: dict[str, list[Task]], seed: int, options: GameOptions,
                concurrency: int, *, say: Callable[[str], None] = lambda message: None,
                progress: PhaseProgress = lambda phase, done, total: None,
-               deciding: Deciding | None = None, player: Player | None = None) -> list[Evaluator]:
-    """One evaluator per set, in order, sharing one greedy replay; ``deciding``, ``player``: see
-    ``Evaluator``."""
+               deciding: Deciding | None = None, player: Player | None = None,
+               player_specs: PlayerSpecs | None = None) -> list[Evaluator]:
+    """One evaluator per set, in order, sharing one greedy replay; ``deciding``, ``player``,
+    ``player_specs``: see ``Evaluator``."""
     made: list[Evaluator] = []
     for name, tasks in sets.items():
         replay = {"replay": made[0].replay} if made else {}
         made.append(Evaluator(engine, game, tasks, seed, options, concurrency, say=say, progress=progress,
-                              name=name, deciding=deciding, player=player, **replay))
+                              name=name, deciding=deciding, player=player, player_specs=player_specs, **replay))
     return made
 
 

@@ -33,6 +33,7 @@ from storage.engine import open_store
 from storage.models import Episode, EpisodePayload, Run
 from storage.orphans import process_exists
 from storage.queries import count_episodes_by_status
+from tiny_model import save_tiny_model
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 pytest.importorskip("ray")
@@ -268,6 +269,41 @@ def test_eval_on_ray_gives_the_figures_of_one_process(cluster: str, postgres_url
     assert code == 0 and {r["reused"] for r in again} == {True}, stderr
 
 
+def test_retrain_on_ray_plays_its_episodes_and_evaluations_on_the_cluster(cluster: str, postgres_url: str,
+                                                                          tmp_path: Path) -> None:
+    """A round of the critic (the tiny random model, trained on its own right verdicts; the actor a
+    scripted calculator): its practice and training episodes and every evaluation, the candidate's
+    gate included, are played by Ray workers into child runs; training happens here, and the
+    candidate is gated on what they played."""
+    env = _env(postgres_url, tmp_path, SPARRING_MODEL=str(save_tiny_model(tmp_path / "tiny")))
+    process = _sparring(env, "retrain", "--roles", "critic", "--seat", "actor=scripted:calculator", "--practice", "4",
+                        "--every-episodes", "8", "--eval-tasks", "6", "--min-rows", "1", "--judge-rows", "own",
+                        "--max-steps", "2", "--max-new-tokens", "16", "--turns", "1", "-c", "4", "--ray", cluster)
+    stdout, stderr = process.communicate(timeout=900)
+    assert process.returncode == 0, stderr
+    rounds, figures = (json.loads(line) for line in stdout.strip().splitlines())
+    [critic] = rounds
+    assert critic["role"] == "critic" and critic["status"] in ("promoted", "rejected"), critic
+    assert critic["candidate"] == "critic@v1"
+
+    engine = open_store(postgres_url)
+    runs = _runs(engine)
+    children = Counter(r.parent_id for r in runs if r.parent_id)
+    assert all(r.config.get("ray") == cluster for r in runs if r.parent_id)
+    by_run = Counter(e.run_id for e in _episodes(engine))
+    [round_run] = [r for r in runs if r.config.get("purpose") == "retrain round 1"]
+    assert by_run[round_run.id] == 0 and children[round_run.id] >= 2  # practice and play, each on workers
+    assert sum(by_run[r.id] for r in runs if r.parent_id == round_run.id) == 4 + 8
+    evaluations = [r for r in runs if r.parent_id is None and "eval_key" in r.config]
+    gate = [r for r in evaluations if "critic@v1" in r.config["purpose"]]
+    assert gate and len(evaluations) >= 4  # before (2 sets), the candidate (2 sets)
+    for run in evaluations:
+        assert by_run[run.id] == 0 and children[run.id] >= 1
+        assert sum(by_run[r.id] for r in runs if r.parent_id == run.id) == 6
+    assert {r["set"] for r in figures} == {"unseen", "heldout"} and all("before" in r for r in figures)
+    engine.dispose()
+
+
 # --- bad input: a clear error before anything is played --------------------------------------
 
 
@@ -298,6 +334,25 @@ def test_ray_not_installed_names_the_install_command(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     message = _refused(monkeypatch, tmp_path, postgres_url, "--ray", "auto")
     assert "Ray, which is not installed here" in message and "pip install 'sparring[ray]'" in message
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "--ray needs a PostgreSQL store"),
+    (["--every-minutes", "5"], "--every-minutes bounds a round's play by time on this machine"),
+    (["--seat", "critic=pool:critic"], "--seat critic: a pool or schedule seat is drawn on this machine each round"),
+], ids=["sqlite", "every-minutes", "pool"])
+def test_retrain_on_ray_refuses_what_a_round_there_cannot_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                              args: list[str], message: str) -> None:
+    url = f"sqlite:///{tmp_path / 'one.db'}"
+    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
+    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
+    result = CliRunner().invoke(app, ["retrain", *args, "--ray", "127.0.0.1:1"])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    if (tmp_path / "one.db").exists():
+        engine = open_store(url)
+        assert _runs(engine) == []  # nothing was played
+        engine.dispose()
 
 
 def test_ray_refuses_a_gpu_the_cluster_lacks(cluster: str, postgres_url: str, tmp_path: Path) -> None:

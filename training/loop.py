@@ -153,98 +153,85 @@ class RoundsOutcome:
 Draws = Callable[[LivePolicies, int, int], Awaitable[Any]]
 """What a round's training episodes play, from the live policies, the round and its first
 episode's seed (``app.seat_pools.resolve.RoundDraws``, for pool and schedule seats)."""
+Elsewhere = Callable[..., Awaitable[int]]
+"""Plays a round's episodes on other machines (``app.ray_rounds.RayRounds.play``): called with
+the policies, the tasks (episode i: task i, seed SEED+i) and the keywords ``seed``, ``options``,
+``run_id`` (the round's run, their runs' parent) and ``advance`` (the episodes done so far);
+returns the episodes played."""
 
 
-async def retrain_rounds(
-    engine: Engine,
-    game: GameSpec,
-    backend: Backend,
-    live: LivePolicies,
-    gates: Sequence[Evaluator],
-    config: RetrainConfig,
-    *,
-    rounds: int,
-    report: Sequence[Evaluator] = (),
-    base_model: str,
-    device: str,
-    store_dir: Path,
-    cache_dir: Path,
-    seed: int,
-    options: GameOptions,
-    say: Callable[[str], None] = lambda message: None,
-    progress: PhaseProgress = lambda phase, done, total: None,
-    draws: Draws | None = None,
-) -> RoundsOutcome:
-    """``rounds`` rounds of ``retrain_round``, one after the other. ``gates``: the deciding task
-    set's evaluator, then the guards'. With ``report`` evaluators, each of their sets is measured
-    with the live policies before the first round and after each (an evaluator shared with the
-    gates measures the same policies once)."""
-    evaluate, *guards = gates
+@dataclass(frozen=True)
+class Rounds:
+    """What every round of one retrain plays, trains and gates with."""
+
+    engine: Engine
+    game: GameSpec
+    backend: Backend
+    """where candidates are loaded for their gates"""
+    live: LivePolicies
+    gates: Sequence[Evaluator]
+    """the deciding task set's evaluator, then the guards' (sets where no family may get worse)"""
+    config: RetrainConfig
+    base_model: str
+    device: str
+    store_dir: Path
+    cache_dir: Path
+    seed: int
+    options: GameOptions
+    say: Callable[[str], None] = lambda message: None
+    progress: PhaseProgress = lambda phase, done, total: None
+    draws: Draws | None = None
+    """for pool and schedule seats: what the training episodes play; practice and evaluations play
+    ``live`` alone"""
+    elsewhere: Elsewhere | None = None
+    """plays the practice and training episodes instead of this process (a Ray cluster)"""
+
+
+async def retrain_rounds(setup: Rounds, *, rounds: int, report: Sequence[Evaluator] = ()) -> RoundsOutcome:
+    """``rounds`` rounds of ``retrain_round``, one after the other. With ``report`` evaluators,
+    each of their sets is measured with the live policies before the first round and after each
+    (an evaluator shared with the gates measures the same policies once)."""
 
     async def measured(label: str) -> dict[str, EvaluationResult]:
-        return {e.name: await e(live(), label=f"{label}: {e.name}") for e in report}
+        return {e.name: await e(setup.live(), label=f"{label}: {e.name}") for e in report}
 
     figures = {"before": await measured("before")} if report else {}
     outcomes = []
     for index in range(1, rounds + 1):
-        outcomes.append(await retrain_round(
-            engine, game, backend, live, evaluate, config, round_index=index, base_model=base_model, device=device,
-            store_dir=store_dir, cache_dir=cache_dir, seed=seed, options=options, say=say, progress=progress,
-            draws=draws, guards=guards,
-        ))
+        outcomes.append(await retrain_round(setup, index))
         if report:
             figures[f"round {index}"] = await measured(f"after round {index}")
     return RoundsOutcome(outcomes, figures)
 
 
-async def retrain_round(
-    engine: Engine,
-    game: GameSpec,
-    backend: Backend,
-    live: LivePolicies,
-    evaluate: Evaluator,
-    config: RetrainConfig,
-    *,
-    round_index: int,
-    base_model: str,
-    device: str,
-    store_dir: Path,
-    cache_dir: Path,
-    seed: int,
-    options: GameOptions,
-    say: Callable[[str], None] = lambda message: None,
-    progress: PhaseProgress = lambda phase, done, total: None,
-    draws: Draws | None = None,
-    guards: Sequence[Evaluator] = (),
-) -> RoundOutcome:
-    """One round. ``draws``: for pool and schedule seats (``app.seat_pools.resolve.RoundDraws``), what
-    the round's training episodes play, from the live policies, the round and its first
-    episode's seed; practice and evaluations play ``live`` alone. ``evaluate`` is the gates'
-    deciding task set, ``guards`` the sets where no family may get worse (``gate_and_deploy``)."""
+async def retrain_round(setup: Rounds, round_index: int) -> RoundOutcome:
+    """One round: practice, training episodes, then each role trained and gated."""
+    engine, game, config, live = setup.engine, setup.game, setup.config, setup.live
+    evaluate, *guards = setup.gates
     started = time.perf_counter()
-    run = RunRecord.new(game.name, {"purpose": f"retrain round {round_index}", "config": asdict(config)}, seed)
+    run = RunRecord.new(game.name, {"purpose": f"retrain round {round_index}", "config": asdict(config)}, setup.seed)
     run_id = run.id
     with Recorder(engine) as recorder:
         recorder.start_run(run)
         try:
-            practised = await _practise(engine, game, live, recorder, config, run_id=run_id,
-                                        round_index=round_index, seed=seed, options=options, progress=progress)
-            playing = live if draws is None else await draws(live, round_index, seed + 1000 * round_index)
+            practised = await _practise(setup, recorder, run_id=run_id, round_index=round_index)
+            playing = live if setup.draws is None else await setup.draws(live, round_index,
+                                                                          setup.seed + 1000 * round_index)
             episodes = len(practised) + await _play_training_episodes(
-                engine, game, playing, recorder, config, run_id=run_id, round_index=round_index, seed=seed,
-                options=options, progress=progress, exclude={t.id for t in practised})
+                setup, playing, recorder, run_id=run_id, round_index=round_index, exclude={t.id for t in practised})
             recorder.flush()  # the dataset builds below read these episodes from the store
             outcomes = []
-            sets = " and ".join(f"{len(e.tasks)} {e.name} tasks" for e in (evaluate, *guards))
+            sets = " and ".join(f"{len(e.tasks)} {e.name} tasks" for e in setup.gates)
             for role in config.roles:  # a role's failure is its outcome; only an interrupt gets out
                 outcome = await train_and_gate(
                     engine, game.name, config, role,
-                    lambda adapter: gate_and_deploy(engine, adapter, backend, live, evaluate, margin=config.margin,
-                                                    guards=guards),
+                    lambda adapter: gate_and_deploy(engine, adapter, setup.backend, live, evaluate,
+                                                    margin=config.margin, guards=guards),
                     rows=lambda role=role: sft_options(config, game, role), gated_on=sets,
-                    base_model=base_model, device=device, store_dir=store_dir, cache_dir=cache_dir, seed=seed,
-                    say=say, progress=lambda step, total, role=role: progress(f"round {round_index}: train {role}",
-                                                                              step, total))
+                    base_model=setup.base_model, device=setup.device, store_dir=setup.store_dir,
+                    cache_dir=setup.cache_dir, seed=setup.seed, say=setup.say,
+                    progress=lambda step, total, role=role: setup.progress(f"round {round_index}: train {role}",
+                                                                           step, total))
                 outcomes.append(outcome)
         except BaseException:
             recorder.abort_running(run_id, f"retrain round {round_index} was interrupted")
@@ -256,48 +243,59 @@ async def retrain_round(
     return result
 
 
-async def _practise(engine, game: GameSpec, live, recorder, config: RetrainConfig, *, run_id, round_index, seed,
-                    options, progress: PhaseProgress) -> list[Task]:
+async def _practise(setup: Rounds, recorder: Recorder, *, run_id: str, round_index: int) -> list[Task]:
     """Solo practice of the game's practising seat (``GameSpec.practice``): ``config.practice``
     episodes over fresh tasks of ``practice_tasks``, ``practice_samples`` each, with the other
     seats played by scripted stand-ins and the game's practice options. Returns the tasks played
     (one entry per episode)."""
+    game, config = setup.game, setup.config
     practice = game.practice
     if not config.practice or practice is None:
         return []
     from graphs.policies.policy import Policy
     from graphs.registry import scripted_bot
 
-    policies = live()
+    policies = setup.live()
     for seat, bot in practice.stand_ins.items():
         policies[seat] = Policy(scripted_bot(bot), policies[seat].sampling)
-    solo = game.make_options({**asdict(options), **practice.options})
-    tasks = _fresh_tasks(engine, game, config.practice_tasks or config.tasks,
-                         -(-config.practice // config.practice_samples), seed)
+    solo = game.make_options({**asdict(setup.options), **practice.options})
+    tasks = _fresh_tasks(setup.engine, game, config.practice_tasks or config.tasks,
+                         -(-config.practice // config.practice_samples), setup.seed)
     pending = [t for t in tasks for _ in range(config.practice_samples)][: config.practice]
     phase = f"round {round_index}: practise {practice.seat}"
+    seed = setup.seed + 1000 * round_index + 500
+    setup.progress(phase, 0, len(pending))
+    if setup.elsewhere is not None:
+        played = await setup.elsewhere(policies, pending, seed=seed, options=solo, run_id=run_id,
+                                       advance=lambda done: setup.progress(phase, done, len(pending)))
+        return pending[:played]
     finished = 0
 
     def advance(_episode: object) -> None:
         nonlocal finished
         finished += 1
-        progress(phase, finished, len(pending))
+        setup.progress(phase, finished, len(pending))
 
-    progress(phase, 0, len(pending))
     report = await play(game, pending, lambda: dict(policies), recorder, concurrency=config.concurrency,
-                        seed=seed + 1000 * round_index + 500, options=solo, run_id=run_id, on_episode=advance)
+                        seed=seed, options=solo, run_id=run_id, on_episode=advance)
     return pending[: len(report.episodes)]
 
 
-async def _play_training_episodes(engine, game, live, recorder, config: RetrainConfig, *, run_id, round_index, seed,
-                                  options, progress: PhaseProgress, exclude: set[str] = frozenset()) -> int:
+async def _play_training_episodes(setup: Rounds, live: Any, recorder: Recorder, *, run_id: str, round_index: int,
+                                  exclude: set[str] = frozenset()) -> int:
     """Play the round's training episodes, ``concurrency`` at a time, until enough are played
     or time is up (a new episode starts as soon as a slot frees; past ``every_minutes`` none
     starts, once the first ``concurrency`` have)."""
+    config = setup.config
     phase = f"round {round_index}: play"
-    distinct = _fresh_tasks(engine, game, config.tasks, max(1, config.every_episodes // config.samples), seed,
-                            exclude)
+    distinct = _fresh_tasks(setup.engine, setup.game, config.tasks, max(1, config.every_episodes // config.samples),
+                            setup.seed, exclude)
     pending = [t for t in distinct for _ in range(config.samples)][: config.every_episodes]
+    seed = setup.seed + 1000 * round_index
+    setup.progress(phase, 0, len(pending))
+    if setup.elsewhere is not None:
+        return await setup.elsewhere(live(), pending, seed=seed, options=setup.options, run_id=run_id,
+                                     advance=lambda done: setup.progress(phase, done, len(pending)))
     deadline = None if config.every_minutes is None else time.monotonic() + 60 * config.every_minutes
     started, finished = 0, 0
 
@@ -311,11 +309,10 @@ async def _play_training_episodes(engine, game, live, recorder, config: RetrainC
     def advance(_episode: object) -> None:
         nonlocal finished
         finished += 1
-        progress(phase, finished, len(pending))
+        setup.progress(phase, finished, len(pending))
 
-    progress(phase, 0, len(pending))
-    report = await play(game, pending, live, recorder, concurrency=config.concurrency, seed=seed + 1000 * round_index,
-                        options=options, run_id=run_id, on_episode=advance, keep_going=keep_going)
+    report = await play(setup.game, pending, live, recorder, concurrency=config.concurrency, seed=seed,
+                        options=setup.options, run_id=run_id, on_episode=advance, keep_going=keep_going)
     return len(report.episodes)
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.api.cluster import ray_cluster
 from app.api.deploy import SCRIPT_HELP
 from app.api.errors import InputError, RunError
 from app.api.progress import PhaseProgress, Silent
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from app.gateway.rounds import Scripts
+    from app.ray_workers import Cluster
     from app.settings import Settings
     from evaluation.evaluator import EvaluationResult
     from graphs.context import GameOptions
@@ -47,7 +50,7 @@ TRAIN_FLAGS = {"learning_rate": "learning_rate", "epochs": "num_train_epochs", "
 REGISTERED_ONLY = ("every_episodes", "every_minutes", "samples", "tasks", "practice", "practice_samples",
                    "practice_tasks", "eval_tasks", "report_tasks", "guard", "judge_rows", "judge_max_rows",
                    "refinements", "first_repairs", "answer_lines", "temperature", "max_new_tokens", "concurrency",
-                   "seat", "report")
+                   "seat", "report", "ray")
 """the options that play a registered game's own tasks and seats (refused for an external game), as named on
 the command line"""
 TRAINING_SAMPLE = 2000
@@ -129,6 +132,7 @@ def retrain(
     play_script: str | None = None,
     eval_script: str | None = None,
     metric: str = "reward",
+    ray: str | None = None,
     database_url: str | None = None,
     progress: RetrainProgress | None = None,
 ) -> RetrainResult:
@@ -147,9 +151,11 @@ def retrain(
 
     A game the registry does not know is an external one: each round, ``play_script`` plays
     once per role and ``eval_script`` gates each candidate (``app.gateway.rounds``); options
-    that play a registered game's tasks and seats are refused for it. Bad input: InputError
-    before anything is played or written. Ctrl-C: KeyboardInterrupt once the round's running
-    episodes and training job are marked failed; what was committed is kept.
+    that play a registered game's tasks and seats are refused for it. ``ray``: the rounds'
+    episodes and evaluations are played on the Ray cluster at that address (``app.ray_rounds``;
+    training stays here). Bad input: InputError before anything is played or written. Ctrl-C:
+    KeyboardInterrupt once the round's running episodes and training job are marked failed;
+    what was committed is kept.
     """
     given = {"roles": _role_names(roles), "trainer": trainer, "every_episodes": every_episodes,
              "every_minutes": every_minutes, "samples": samples, "tasks": tasks, "practice": practice,
@@ -162,7 +168,7 @@ def retrain(
     if game not in game_registry():  # an external game, played through the gateway
         registered_only = {**given, "eval_tasks": eval_tasks, "report_tasks": report_tasks, "guard": guards or None,
                            "temperature": temperature, "max_new_tokens": max_new_tokens, "seat": seats or None,
-                           "report": report}
+                           "report": report, "ray": ray}
         return _retrain_external(game, given, flags, registered_only, rounds=rounds, config_file=config_file,
                                  play_script=play_script, eval_script=eval_script, metric=metric,
                                  database_url=database_url, progress=progress)
@@ -175,13 +181,16 @@ def retrain(
     spec, config = _config(game, merged, source)
     config = replace(config, train_options=_train_options(config.trainer, file_train, chosen, source, flags))
     plan = _plan(spec, config, chosen, options, _or_default("eval_tasks", eval_tasks), report_tasks, guards, seats)
+    _check_ray(ray or chosen.ray_address, config, plan)
     engine = open_for_work(chosen.database_url, progress.say)
     _check_draws(engine, spec, plan.seats)
     note = _judge_note(spec, config) if merged["judge_rows"] is None else None
     reported = _or_default("report", report)
-    done = _rounds(engine, chosen, spec, config, plan, rounds=rounds, report=reported, note=note, progress=progress,
-                   temperature=_or_default("temperature", temperature),
-                   max_new_tokens=_or_default("max_new_tokens", max_new_tokens))
+    cluster = ray_cluster(chosen, ray)
+    with cluster or nullcontext():
+        done = _rounds(engine, chosen, spec, config, plan, rounds=rounds, report=reported, note=note,
+                       progress=progress, temperature=_or_default("temperature", temperature),
+                       max_new_tokens=_or_default("max_new_tokens", max_new_tokens), cluster=cluster)
     return _result(spec, chosen, plan, done) if reported else RetrainResult(spec.name, done.rounds, {}, {})
 
 
@@ -308,6 +317,20 @@ def _plan(spec: GameSpec, config: RetrainConfig, chosen: Settings, options: Mapp
     return _Plan(game_options, gate_sets, report_sets, seat_specs)
 
 
+def _check_ray(address: str | None, config: RetrainConfig, plan: _Plan) -> None:
+    """What a round on a Ray cluster cannot do, refused before the cluster is joined."""
+    from app.seat_pools.resolve import drawn_specs
+
+    if address is None:
+        return
+    if config.every_minutes is not None:
+        raise InputError("--every-minutes bounds a round's play by time on this machine; with --ray, the round plays "
+                         "--every-episodes episodes on the cluster: leave --every-minutes out")
+    if drawn := drawn_specs(plan.seats):
+        raise InputError(f"--seat {', '.join(drawn)}: a pool or schedule seat is drawn on this machine each round; "
+                         "with --ray, name one policy per seat")
+
+
 def _check_draws(engine: Engine, spec: GameSpec, seats: dict[str, str]) -> None:
     """A pool naming versions the registry lacks is refused before anything plays."""
     from app.seat_pools.resolve import check_draws
@@ -330,19 +353,26 @@ def _judge_note(spec: GameSpec, config: RetrainConfig) -> str | None:
 
 def _rounds(engine: Engine, chosen: Settings, spec: GameSpec, config: RetrainConfig, plan: _Plan, *, rounds: int,
             report: bool, temperature: float, max_new_tokens: int, note: str | None,
-            progress: RetrainProgress) -> RoundsOutcome:
+            progress: RetrainProgress, cluster: Cluster | None) -> RoundsOutcome:
     """Load the policies once, then ``training.loop.retrain_rounds``; the gates and the report
-    play float32 twins of the models (``PolicyFactory.deciding_policies``)."""
+    play float32 twins of the models (``PolicyFactory.deciding_policies``). On a ``cluster``,
+    its workers play every episode and evaluation (``app.ray_rounds``)."""
     from app.interrupts import run_interruptible
+    from app.playing import PlayJob
+    from app.ray_rounds import RayRounds
     from app.seat_pools.resolve import RoundDraws, drawn_specs, evaluation_specs
     from app.wiring import PolicyFactory
     from evaluation.task_sets import evaluators
     from graphs.policies.base import SamplingParams
     from training.deploy import LivePolicies
-    from training.loop import retrain_rounds
+    from training.loop import Rounds, retrain_rounds
 
-    factory = PolicyFactory(chosen, SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens), engine)
+    sampling = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+    factory = PolicyFactory(chosen, sampling, engine)
     drawn = {seat: plan.seats[seat] for seat in drawn_specs(plan.seats)}
+    on_ray = None if cluster is None else RayRounds(cluster, engine, PlayJob(
+        chosen, spec.name, plan.seats, plan.options, sampling, config.concurrency, None, {"ray": cluster.address}))
+    player, player_specs = on_ray.evaluations() if on_ray else (None, None)
 
     async def main() -> RoundsOutcome:
         try:
@@ -351,17 +381,18 @@ def _rounds(engine: Engine, chosen: Settings, spec: GameSpec, config: RetrainCon
             progress.loaded()
             measuring = partial(evaluators, engine, spec, seed=chosen.seed, options=plan.options,
                                 concurrency=config.concurrency, say=progress.say, progress=progress.phase,
-                                deciding=factory.deciding_policies())
+                                deciding=factory.deciding_policies(), player=player, player_specs=player_specs)
             gates = measuring(plan.gate_sets)
             # the gates' evaluators when the report plays their tasks, so each figure is measured once
             shown = (gates if plan.report_sets is plan.gate_sets else measuring(plan.report_sets)) if report else []
             if note is not None:
                 progress.say(note)
-            return await retrain_rounds(
-                engine, spec, factory.model_backend(), live, gates, config, rounds=rounds, report=shown,
-                base_model=chosen.model, device=chosen.device, store_dir=chosen.store_dir, cache_dir=chosen.cache_dir,
-                seed=chosen.seed, options=plan.options, say=progress.say, progress=progress.phase,
-                draws=RoundDraws(factory, engine, spec, drawn) if drawn else None)
+            setup = Rounds(engine, spec, factory.model_backend(), live, gates, config, base_model=chosen.model,
+                           device=chosen.device, store_dir=chosen.store_dir, cache_dir=chosen.cache_dir,
+                           seed=chosen.seed, options=plan.options, say=progress.say, progress=progress.phase,
+                           draws=RoundDraws(factory, engine, spec, drawn) if drawn else None,
+                           elsewhere=on_ray.play if on_ray else None)
+            return await retrain_rounds(setup, rounds=rounds, report=shown)
         finally:
             await factory.aclose()
 

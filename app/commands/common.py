@@ -28,7 +28,7 @@ RayOption = Annotated[str | None, typer.Option(
     help="Play the episodes on the Ray cluster at ADDRESS, each worker with its own models, into a PostgreSQL "
     "store: HOST:6379 (the head's address), ray://HOST:10001 or auto (the cluster this machine joined); e.g. "
     "--ray 10.0.0.5:6379. Default: SPARRING_RAY_ADDRESS, else this machine plays (docs/scaling.md).")]
-"""--ray of the commands that play episodes (play, eval): ``app.ray_workers``."""
+"""--ray of the commands that play episodes (play, eval, retrain): ``app.ray_workers``."""
 
 
 ConcurrencyOption = Annotated[int, typer.Option(

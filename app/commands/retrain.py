@@ -10,7 +10,7 @@ import typer
 from app.api.errors import InputError, RunError
 from app.api.retrain import DEFAULTS, INTERRUPTED, OPTION_DEFAULTS
 from app.api.retrain import retrain as run_retrain
-from app.commands.common import ConcurrencyOption, DbOption, FormatOption, err, fail, out
+from app.commands.common import ConcurrencyOption, DbOption, FormatOption, RayOption, err, fail, out
 from app.commands.game_options import NONE_GIVEN, GameOptionValues, with_game_options
 from app.interrupts import exit_when_stopped
 from app.output import Format, emit
@@ -129,6 +129,7 @@ def retrain(
     metric: Annotated[str, typer.Option(
         help="External game: what the gates compare, per task: 'reward', each episode's headline reward, or "
              "the name of a reward the role's seat gets.")] = "reward",
+    ray: RayOption = None,
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
@@ -167,6 +168,8 @@ def retrain(
     * `sparring retrain --config retrain.yaml --rounds 3`, with retrain.yaml holding for instance
       `trainer: dpo`, `roles: [critic]`, `min_rows: 32` and `train: {learning_rate: 5e-5,
       loss_type: ipo, lora: {r: 16}}` (an option given here, e.g. `--min-rows 8`, overrides it)
+    * `sparring retrain --rounds 3 --ray 10.0.0.5:6379 --db postgresql+psycopg://me@10.0.0.5/sparring`
+      (every round's episodes and evaluations played on a Ray cluster; training on this machine)
     * `sparring retrain --game debate --roles debater_a --seat debater_b=pool:debater_a/uniform --rounds 3`
       (self-play against its own history: the pool is re-read every round; gates and the
       report play debater_b's default policy, the base model)
@@ -195,7 +198,7 @@ def retrain(
             result = run_retrain(
                 game, rounds=1 if once else rounds, guards=guard or (), seats=seat or [], options=game_options.given,
                 config_file=config_file, play_script=play_script, eval_script=eval_script, metric=metric,
-                database_url=db, progress=display, **given,
+                ray=ray, database_url=db, progress=display, **given,
             )
     except InputError as exc:
         fail(str(exc))

@@ -1,0 +1,80 @@
+"""`sparring retrain --ray`: the episodes of each round, and every evaluation of its gates and
+report, played by workers of a Ray cluster; training and the registry stay on this machine.
+
+A round's practice and training episodes are shares of Ray workers (``app.ray_workers``), each
+into a child run of the round's run, in the one PostgreSQL store the dataset builds then read
+(by commit number, so none is missed). An evaluation's episodes are children of its run, as
+`sparring eval --ray` plays them. A worker loads the policies its share names when it starts,
+by spec: a gate's candidate as ``model:ROLE@vN``, a live version likewise, a stand-in as its
+scripted bot. No worker outlives its share, so a promoted version is deployed to the cluster
+by being named: the next share loads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from app.playing import PlayJob
+from app.ray_workers import Cluster, evaluation_player, play_on_ray
+from graphs.context import GameOptions
+from graphs.policies.policy import Policy
+from graphs.tasks.base import Task
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from evaluation.evaluator import Player
+
+
+MODEL_BACKENDS = ("inprocess", "openai")
+"""backends a ``model`` spec makes (in-process, or a vLLM server): their seats are named by adapter"""
+
+
+def seat_specs(policies: Mapping[str, Policy], named: Mapping[str, str]) -> dict[str, str]:
+    """The specs a worker loads ``policies`` from: a model's seat as its adapter version (or the
+    base model), a scripted seat as its bot; a seat without a policy (a rule-checking judge) as
+    ``named`` gives it."""
+    specs = dict(named)
+    for seat, policy in policies.items():
+        backend = policy.backend
+        if backend.name == "scripted":
+            specs[seat] = backend.model_name  # "scripted:NAME"
+        elif backend.name in MODEL_BACKENDS and named.get(seat, "model").startswith("model"):
+            specs[seat] = f"model:{policy.adapter or 'base'}"
+    return specs
+
+
+@dataclass
+class RayRounds:
+    """What `retrain --ray` hands the rounds: a player for its evaluators and one for its episodes."""
+
+    cluster: Cluster
+    engine: Engine
+    template: PlayJob
+    """the command's settings, game, sampling and concurrency; its seats are the command's specs"""
+
+    def evaluations(self) -> tuple[Player, Callable[[Mapping[str, Policy]], dict[str, str]]]:
+        """The evaluators' player (float32, greedy, as every deciding evaluation) and how it names
+        the seats of the policies a gate hands it."""
+        deciding = replace(self.template, sampling=replace(self.template.sampling, temperature=0.0), deciding=True)
+        return evaluation_player(self.cluster, self.engine, deciding), self.specs
+
+    def specs(self, policies: Mapping[str, Policy]) -> dict[str, str]:
+        return seat_specs(policies, self.template.seats)
+
+    async def play(self, policies: Mapping[str, Policy], tasks: list[Task], *, seed: int, options: GameOptions,
+                   run_id: str, advance: Callable[[int], None]) -> int:
+        """Play ``tasks`` (episode i: task i, seed ``seed`` + i) with ``policies`` on the cluster,
+        as children of run ``run_id``; returns the episodes played to their end. RuntimeError
+        when a worker's share failed, or episodes stayed unplayed after the replays."""
+        job = replace(self.template, settings=self.template.settings.model_copy(update={"seed": seed}),
+                      seats=self.specs(policies), options=options)
+        outcome = await play_on_ray(job, tasks, cluster=self.cluster, workers=self.cluster.capacity,
+                                    engine=self.engine, parent_run_id=run_id,
+                                    on_progress=lambda played: advance(len(played)))
+        if outcome.errors or outcome.unplayed:
+            problems = [*outcome.errors, *([f"{outcome.unplayed} episodes unplayed"] if outcome.unplayed else [])]
+            raise RuntimeError("the cluster could not play the round's episodes: " + "; ".join(problems))
+        return len(tasks)
