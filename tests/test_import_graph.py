@@ -182,3 +182,21 @@ def test_sql_lives_in_storage() -> None:
                   and ast.unparse(node.func.value).split(".")[-1] in ("engine", "conn", "connection")):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node.func)}(...)")
     assert not found, "SQL outside storage/:\n" + "\n".join(sorted(found))
+
+
+COMMAND_BODY_LINES = 60
+"""the most lines a command function's body may have (its options and docstring aside)"""
+
+
+def test_commands_stay_thin() -> None:
+    """A command parses, calls the Python API (app.api) and formats: its body stays short."""
+    long = []
+    for path in sorted((ROOT / "app" / "commands").glob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            lines = body[-1].end_lineno - body[0].lineno + 1 if body else 0
+            if lines > COMMAND_BODY_LINES:
+                long.append(f"{path.relative_to(ROOT)}: {node.name}() has {lines} lines")
+    assert not long, f"command functions over {COMMAND_BODY_LINES} lines:\n" + "\n".join(long)
