@@ -1,5 +1,5 @@
-"""`sparring retrain --ray`: the episodes of each round, and every evaluation of its gates and
-report, played by workers of a Ray cluster; training and the registry stay on this machine.
+"""`sparring retrain --ray`: the episodes of each round, every evaluation of its gates and
+report, and each role's training, run by a Ray cluster; the loop and its decisions stay here.
 
 A round's practice and training episodes are shares of Ray workers (``app.ray_workers``), each
 into a child run of the round's run, in the one PostgreSQL store the dataset builds then read
@@ -7,14 +7,16 @@ into a child run of the round's run, in the one PostgreSQL store the dataset bui
 `sparring eval --ray` plays them. A worker loads the policies its share names when it starts,
 by spec: a gate's candidate as ``model:ROLE@vN``, a live version likewise, a stand-in as its
 scripted bot. No worker outlives its share, so a promoted version is deployed to the cluster
-by being named: the next share loads it.
+by being named: the next share loads it. A role's training job is a Ray task on a node with a
+GPU when the settings ask for CUDA (else with a worker's CPUs): it records itself in the store
+and publishes its candidate to the registry's folder, which every node mounts at the same path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.playing import PlayJob
 from app.ray_workers import Cluster, evaluation_player, play_on_ray
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from evaluation.evaluator import Player
+    from training.jobs import JobResult
 
 
 MODEL_BACKENDS = ("inprocess", "openai")
@@ -54,6 +57,7 @@ class RayRounds:
     engine: Engine
     template: PlayJob
     """the command's settings, game, sampling and concurrency; its seats are the command's specs"""
+    say: Callable[[str], None] = lambda message: None
 
     def evaluations(self) -> tuple[Player, Callable[[Mapping[str, Policy]], dict[str, str]]]:
         """The evaluators' player (float32, greedy, as every deciding evaluation) and how it names
@@ -63,6 +67,23 @@ class RayRounds:
 
     def specs(self, policies: Mapping[str, Policy]) -> dict[str, str]:
         return seat_specs(policies, self.template.seats)
+
+    def run_job(self, engine: Engine, *, progress: Callable[[int, int], None] | None = None,
+                **job: Any) -> JobResult:
+        """``training.jobs.run_training_job`` as a Ray task (``progress`` is not reported from it);
+        Ctrl-C cancels the task."""
+        import ray
+
+        train = ray.remote(_train).options(num_cpus=self.cluster.worker_cpus, num_gpus=self.cluster.worker_gpus,
+                                           max_retries=0)
+        ref = train.remote(self.template.settings.database_url, job)
+        held = "1 GPU" if self.cluster.worker_gpus else f"{self.cluster.worker_cpus:g} CPU(s)"
+        self.say(f"{job['role']}'s training job runs on the Ray cluster at {self.cluster.address} ({held})")
+        try:
+            return ray.get(ref)
+        except BaseException:
+            ray.cancel(ref, force=True)
+            raise
 
     async def play(self, policies: Mapping[str, Policy], tasks: list[Task], *, seed: int, options: GameOptions,
                    run_id: str, advance: Callable[[int], None]) -> int:
@@ -78,3 +99,19 @@ class RayRounds:
             problems = [*outcome.errors, *([f"{outcome.unplayed} episodes unplayed"] if outcome.unplayed else [])]
             raise RuntimeError("the cluster could not play the round's episodes: " + "; ".join(problems))
         return len(tasks)
+
+
+def _train(database_url: str, job: dict[str, Any]) -> JobResult:
+    """On a node: the training job, through a store connection of its own (Ray makes the GPU it
+    gave this task cuda:0)."""
+    from storage.engine import open_store
+    from training.jobs import run_training_job
+
+    config = job["config"]
+    if config.device.startswith("cuda:"):
+        job = {**job, "config": replace(config, device="cuda")}
+    engine = open_store(database_url, migrate=False)
+    try:
+        return run_training_job(engine, **job)
+    finally:
+        engine.dispose()

@@ -25,7 +25,7 @@ from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
 from app.cli import app
-from app.playing import INTERRUPTED
+from app.playing import INTERRUPTED, PlayJob
 from ctrl_c import default_sigint
 from graphs.tasks import load_tasks
 from process_groups import stop_group
@@ -272,9 +272,9 @@ def test_eval_on_ray_gives_the_figures_of_one_process(cluster: str, postgres_url
 def test_retrain_on_ray_plays_its_episodes_and_evaluations_on_the_cluster(cluster: str, postgres_url: str,
                                                                           tmp_path: Path) -> None:
     """A round of the critic (the tiny random model, trained on its own right verdicts; the actor a
-    scripted calculator): its practice and training episodes and every evaluation, the candidate's
-    gate included, are played by Ray workers into child runs; training happens here, and the
-    candidate is gated on what they played."""
+    scripted calculator): its practice and training episodes and every evaluation, a candidate's
+    gate included, are played by Ray workers into child runs. (Whether the random critic gives
+    rows to train on is chance: the next test trains on the cluster for sure.)"""
     env = _env(postgres_url, tmp_path, SPARRING_MODEL=str(save_tiny_model(tmp_path / "tiny")))
     process = _sparring(env, "retrain", "--roles", "critic", "--seat", "actor=scripted:calculator", "--practice", "4",
                         "--every-episodes", "8", "--eval-tasks", "6", "--min-rows", "1", "--judge-rows", "own",
@@ -283,8 +283,10 @@ def test_retrain_on_ray_plays_its_episodes_and_evaluations_on_the_cluster(cluste
     assert process.returncode == 0, stderr
     rounds, figures = (json.loads(line) for line in stdout.strip().splitlines())
     [critic] = rounds
-    assert critic["role"] == "critic" and critic["status"] in ("promoted", "rejected"), critic
-    assert critic["candidate"] == "critic@v1"
+    trained = critic["candidate"] is not None
+    assert critic["role"] == "critic" and critic["status"] in (("promoted", "rejected") if trained else ("skipped",))
+    training = f"critic's training job runs on the Ray cluster at {cluster} (0.5 CPU(s))"
+    assert (training in " ".join(stderr.split())) == trained
 
     engine = open_store(postgres_url)
     runs = _runs(engine)
@@ -295,8 +297,8 @@ def test_retrain_on_ray_plays_its_episodes_and_evaluations_on_the_cluster(cluste
     assert by_run[round_run.id] == 0 and children[round_run.id] >= 2  # practice and play, each on workers
     assert sum(by_run[r.id] for r in runs if r.parent_id == round_run.id) == 4 + 8
     evaluations = [r for r in runs if r.parent_id is None and "eval_key" in r.config]
-    gate = [r for r in evaluations if "critic@v1" in r.config["purpose"]]
-    assert gate and len(evaluations) >= 4  # before (2 sets), the candidate (2 sets)
+    gates = [r for r in evaluations if "critic@v1" in r.config["purpose"]]
+    assert len(evaluations) == 2 + len(gates) and len(gates) == (2 if trained else 0)  # before: 2 sets
     for run in evaluations:
         assert by_run[run.id] == 0 and children[run.id] >= 1
         assert sum(by_run[r.id] for r in runs if r.parent_id == run.id) == 6
@@ -304,36 +306,41 @@ def test_retrain_on_ray_plays_its_episodes_and_evaluations_on_the_cluster(cluste
     engine.dispose()
 
 
-# --- bad input: a clear error before anything is played --------------------------------------
+def test_a_training_job_runs_as_a_task_of_the_cluster(cluster: str, postgres_url: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `retrain --ray` trains with: the job runs as a Ray task, records itself in the store and
+    publishes its candidate to the registry's folder."""
+    from app.ray_rounds import RayRounds
+    from app.ray_workers import connect
+    from app.settings import load_settings
+    from graphs.policies.base import SamplingParams
+    from graphs.registry import get_game
+    from training.jobs import list_jobs
+    from training.trainers.lora import LoraSettings
+    from training.trainers.sft_config import SFTTrainingConfig
 
-
-def _refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str, *args: str) -> str:
-    monkeypatch.setenv("SPARRING_DATABASE_URL", url)
-    monkeypatch.setenv("SPARRING_DATA_DIR", str(tmp_path / "data"))
-    result = CliRunner().invoke(app, ["play", "math-reflection", *SCRIPTED, "-n", "4", *args])
-    assert result.exit_code == 2, result.output
-    engine = open_store(url)
-    assert _runs(engine) == []  # nothing was played
+    monkeypatch.setenv("SPARRING_DATABASE_URL", postgres_url)
+    monkeypatch.setenv("SPARRING_RAY_WORKER_CPUS", "0.5")
+    settings = load_settings()
+    engine = open_store(postgres_url)
+    config = SFTTrainingConfig(model=str(save_tiny_model(tmp_path / "tiny")), device="cpu", lora=LoraSettings(r=4),
+                               max_steps=2, per_device_train_batch_size=2, max_length=64)
+    rows = [{"messages": [{"role": "user", "content": f"What is {a} + 2?"},
+                          {"role": "assistant", "content": str(a + 2)}], "seat": "actor", "reward": 1.0}
+            for a in range(4)]
+    said: list[str] = []
+    with connect(settings, cluster) as joined:
+        template = PlayJob(settings, "math-reflection", {}, get_game("math-reflection").make_options(),
+                           SamplingParams(), 1, None, {})
+        result = RayRounds(joined, engine, template, say=said.append).run_job(
+            engine, kind="sft", role="actor", rows=rows, config=config, adapters_root=tmp_path / "adapters",
+            cache_dir=tmp_path / "cache", isolated=True)
+    assert said == [f"actor's training job runs on the Ray cluster at {cluster} (0.5 CPU(s))"]
+    assert result.adapter.name == "actor@v1" and result.metrics["steps"] == 2
+    assert (Path(result.adapter.path) / "adapter_model.safetensors").is_file()
+    [job] = list_jobs(engine)
+    assert (job.id, job.status, job.role) == (result.job_id, "succeeded", "actor")
     engine.dispose()
-    return " ".join(result.output.split())
-
-
-def test_ray_refuses_sqlite(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    message = _refused(monkeypatch, tmp_path, f"sqlite:///{tmp_path / 'one.db'}", "--ray", "127.0.0.1:1")
-    assert "--ray needs a PostgreSQL store" in message and "SPARRING_DATABASE_URL=postgresql" in message
-
-
-def test_ray_names_an_address_nobody_answers(monkeypatch: pytest.MonkeyPatch, postgres_url: str,
-                                             tmp_path: Path) -> None:
-    message = _refused(monkeypatch, tmp_path, postgres_url, "--ray", f"127.0.0.1:{_free_port()}")
-    assert "no Ray cluster answers at 127.0.0.1:" in message and "ray start --head" in message
-
-
-def test_ray_not_installed_names_the_install_command(monkeypatch: pytest.MonkeyPatch, postgres_url: str,
-                                                     tmp_path: Path) -> None:
-    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
-    message = _refused(monkeypatch, tmp_path, postgres_url, "--ray", "auto")
-    assert "Ray, which is not installed here" in message and "pip install 'sparring[ray]'" in message
 
 
 @pytest.mark.parametrize(("args", "message"), [

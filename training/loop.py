@@ -30,7 +30,7 @@ from storage.recorder import Recorder
 from storage.records import RunRecord
 from training.datasets import DatasetError, LogFilter, SFTOptions, build_snapshot, load_snapshot
 from training.deploy import GateResult, LivePolicies, gate_and_deploy
-from training.jobs import run_training_job
+from training.jobs import JobResult, run_training_job
 from training.registry import AdapterRecord, active_version
 from training.trainers.kinds import kind_names, trainer_kind
 
@@ -158,6 +158,9 @@ Elsewhere = Callable[..., Awaitable[int]]
 the policies, the tasks (episode i: task i, seed SEED+i) and the keywords ``seed``, ``options``,
 ``run_id`` (the round's run, their runs' parent) and ``advance`` (the episodes done so far);
 returns the episodes played."""
+RunJob = Callable[..., JobResult]
+"""Runs a training job with ``training.jobs.run_training_job``'s arguments (``app.ray_rounds``:
+on a node of a Ray cluster)."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,8 @@ class Rounds:
     ``live`` alone"""
     elsewhere: Elsewhere | None = None
     """plays the practice and training episodes instead of this process (a Ray cluster)"""
+    run_job: RunJob = run_training_job
+    """trains each role's candidate"""
 
 
 async def retrain_rounds(setup: Rounds, *, rounds: int, report: Sequence[Evaluator] = ()) -> RoundsOutcome:
@@ -229,7 +234,7 @@ async def retrain_round(setup: Rounds, round_index: int) -> RoundOutcome:
                                                     margin=config.margin, guards=guards),
                     rows=lambda role=role: sft_options(config, game, role), gated_on=sets,
                     base_model=setup.base_model, device=setup.device, store_dir=setup.store_dir,
-                    cache_dir=setup.cache_dir, seed=setup.seed, say=setup.say,
+                    cache_dir=setup.cache_dir, seed=setup.seed, say=setup.say, run_job=setup.run_job,
                     progress=lambda step, total, role=role: setup.progress(f"round {round_index}: train {role}",
                                                                            step, total))
                 outcomes.append(outcome)
@@ -367,10 +372,11 @@ async def train_and_gate(
     engine: Engine, game: str, config: RetrainConfig, role: str, gate: Callable[[AdapterRecord], Awaitable[GateResult]],
     *, rows: Callable[[], SFTOptions | None] = lambda: None, gated_on: str, base_model: str, device: str,
     store_dir: Path, cache_dir: Path, seed: int, say: Callable[[str], None], progress: Callable[[int, int], None],
+    run_job: RunJob = run_training_job,
 ) -> RoleOutcome:
     """Build ``role``'s rows of ``game`` since the watermark (``rows``: how), train a candidate from
-    the active version, and ``gate`` it (``gated_on``: what the gate plays, for the message); any
-    failure is the outcome's."""
+    the active version with ``run_job``, and ``gate`` it (``gated_on``: what the gate plays, for the
+    message); any failure is the outcome's."""
     outcome = RoleOutcome(role, "failed")
     try:
         options = rows()
@@ -388,10 +394,9 @@ async def train_and_gate(
         config_type = trainer_kind(config.trainer).config_type
         train_config = config_type(model=base_model, device=device, seed=seed, **config.train_options)
         say(f"training {role} ({config.trainer}) on {snapshot.row_count} rows")
-        job = run_training_job(engine, kind=config.trainer, role=role, rows=rows, config=train_config,
-                               adapters_root=store_dir / "adapters", cache_dir=cache_dir,
-                               parent=active_version(engine, role), dataset_snapshot_id=snapshot.id,
-                               progress=progress, isolated=True)
+        job = run_job(engine, kind=config.trainer, role=role, rows=rows, config=train_config,
+                      adapters_root=store_dir / "adapters", cache_dir=cache_dir, parent=active_version(engine, role),
+                      dataset_snapshot_id=snapshot.id, progress=progress, isolated=True)
         outcome.candidate = job.adapter.name
         say(f"gating {job.adapter.name} on {gated_on}")
         result = await gate(job.adapter)

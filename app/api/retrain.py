@@ -371,7 +371,8 @@ def _rounds(engine: Engine, chosen: Settings, spec: GameSpec, config: RetrainCon
     factory = PolicyFactory(chosen, sampling, engine)
     drawn = {seat: plan.seats[seat] for seat in drawn_specs(plan.seats)}
     on_ray = None if cluster is None else RayRounds(cluster, engine, PlayJob(
-        chosen, spec.name, plan.seats, plan.options, sampling, config.concurrency, None, {"ray": cluster.address}))
+        chosen, spec.name, plan.seats, plan.options, sampling, config.concurrency, None, {"ray": cluster.address}),
+        say=progress.say)
     player, player_specs = on_ray.evaluations() if on_ray else (None, None)
 
     async def main() -> RoundsOutcome:
@@ -391,7 +392,7 @@ def _rounds(engine: Engine, chosen: Settings, spec: GameSpec, config: RetrainCon
                            device=chosen.device, store_dir=chosen.store_dir, cache_dir=chosen.cache_dir,
                            seed=chosen.seed, options=plan.options, say=progress.say, progress=progress.phase,
                            draws=RoundDraws(factory, engine, spec, drawn) if drawn else None,
-                           elsewhere=on_ray.play if on_ray else None)
+                           **({"elsewhere": on_ray.play, "run_job": on_ray.run_job} if on_ray else {}))
             return await retrain_rounds(setup, rounds=rounds, report=shown)
         finally:
             await factory.aclose()
