@@ -15,9 +15,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Index, delete, func, select, text
 
 from storage.migration_only import MIGRATION_ONLY_INDEXES
-from storage.models import Base, DatasetSnapshot, Episode, EpisodePayload, Reward, Run, Turn, TurnPayload
+from storage.models import Base, DatasetSnapshot, Episode, Reward, Run, Turn, TurnPayload
 from storage.orphans import INTERRUPTED_STAGE
 from storage.records import EpisodeStatus
+from storage.tables import EPISODE_PAYLOADS as _EP
+from storage.tables import EPISODES as _E
+from storage.tables import TURNS as _T
 
 Rows = dict[str, list[tuple[Any, ...]]]
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -42,7 +45,6 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 """Table -> the columns written, in foreign-key order (autoincrement ids left to the database)."""
 
-_E, _EP, _T = Episode.__table__, EpisodePayload.__table__, Turn.__table__
 
 
 def insert_sql(table: str, placeholder: str) -> str:

@@ -20,10 +20,10 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, bindparam, select, update
 
-from storage.models import Base, CommitSequence
+from storage.models import Base
+from storage.tables import COMMIT_SEQUENCE as _SEQUENCE
 
 _EPISODES = Base.metadata.tables["episodes"]
-_SEQUENCE = CommitSequence.__table__
 ROW_ID = 1
 """the id of the table's one row (inserted by migration 0007)"""
 

@@ -37,17 +37,16 @@ from sqlalchemy import (
 from sqlalchemy.types import Boolean
 
 from storage.commits import horizon
-from storage.models import DatasetSnapshot, Episode, EpisodePayload, Judgment, Reward, TrainingJob, Turn, TurnPayload
+from storage.models import DatasetSnapshot, TrainingJob
 from storage.queries import SCRIPTED_BACKEND, policy_is
 from storage.records import EpisodeStatus, JudgmentRecord
-
-_E = Episode.__table__
-_EP = EpisodePayload.__table__
-_T = Turn.__table__
-_TP = TurnPayload.__table__
-_R = Reward.__table__
-_J = Judgment.__table__
-_S = DatasetSnapshot.__table__
+from storage.tables import EPISODE_PAYLOADS as _EP
+from storage.tables import EPISODES as _E
+from storage.tables import JUDGMENTS as _J
+from storage.tables import REWARDS as _R
+from storage.tables import SNAPSHOTS as _S
+from storage.tables import TURN_PAYLOADS as _TP
+from storage.tables import TURNS as _T
 
 
 @dataclass(frozen=True)

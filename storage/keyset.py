@@ -14,9 +14,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, select
 
-from storage.models import Episode
+from storage.tables import EPISODES as _E
 
-_E = Episode.__table__
 SORT_KEYS = ("started_at", "finished_at", "reward", "num_turns", "game", "status")
 
 

@@ -7,10 +7,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, Select, func, select
 
-from storage.models import Episode, Turn
-
-_E = Episode.__table__
-_T = Turn.__table__
+from storage.tables import EPISODES as _E
+from storage.tables import TURNS as _T
 
 
 def logged_games(engine: Engine) -> list[str]:

@@ -14,14 +14,12 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from storage.models import Episode, Judgment, Reward, Turn
 from storage.queries import in_run
 from storage.records import EpisodeStatus
-
-_E = Episode.__table__
-_T = Turn.__table__
-_R = Reward.__table__
-_J = Judgment.__table__
+from storage.tables import EPISODES as _E
+from storage.tables import JUDGMENTS as _J
+from storage.tables import REWARDS as _R
+from storage.tables import TURNS as _T
 
 
 @dataclass(frozen=True)

@@ -15,20 +15,18 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Engine, Select, and_, case, distinct, func, or_, select
 
 from storage import keyset
-from storage.models import Episode, EpisodePayload, Judgment, Reward, Run, Turn, TurnPayload
 from storage.orphans import INTERRUPTED_STAGE
 from storage.records import EpisodeStatus
 from storage.search import TextSearch
 from storage.search_page import ReadBy, first_matching
+from storage.tables import EPISODE_PAYLOADS as _EP
+from storage.tables import EPISODES as _E
+from storage.tables import JUDGMENTS as _J
+from storage.tables import REWARDS as _R
+from storage.tables import RUNS as _RUNS
+from storage.tables import TURN_PAYLOADS as _TP
+from storage.tables import TURNS as _T
 from storage.where import Where
-
-_E = Episode.__table__
-_EP = EpisodePayload.__table__
-_T = Turn.__table__
-_TP = TurnPayload.__table__
-_R = Reward.__table__
-_J = Judgment.__table__
-_RUNS = Run.__table__
 
 _PAYLOAD = ("task", "seats", "outcome", "error")
 _TURN_COLUMNS = (*(c for c in _T.columns if c.name != "episode_id"), *(c for c in _TP.columns if c.name != "turn_id"))

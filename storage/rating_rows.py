@@ -6,12 +6,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, and_, or_, select
 
-from storage.models import Episode, EpisodePayload, Judgment
 from storage.records import EpisodeStatus
-
-_J = Judgment.__table__
-_E = Episode.__table__
-_P = EpisodePayload.__table__
+from storage.tables import EPISODE_PAYLOADS as _P
+from storage.tables import EPISODES as _E
+from storage.tables import JUDGMENTS as _J
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from sqlalchemy import Engine, insert, update
 from storage.engine import DatabaseError, driver_message, in_transaction
 from storage.models import Base, RunStatus
 from storage.orphans import fail_running_episodes, mark_orphans
-from storage.redact import redact
 from storage.records import (
     EpisodeEnd,
     EpisodeStart,
@@ -45,6 +44,7 @@ from storage.records import (
     TurnRecord,
     utcnow,
 )
+from storage.redact import redact
 from storage.rows import EPISODES, episode_of, fail_unstored, to_rows, write_rows
 from storage.storable import storable
 

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, select, update
 
 from storage.models import AdapterVersion, DatasetSnapshot
+from storage.tables import ADAPTER_VERSIONS as _TABLE
 
-_TABLE = AdapterVersion.__table__
 _VERSIONS = select(*_TABLE.c)
 
 

@@ -21,9 +21,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Select, column, exists, func, literal_column, select, table
 from sqlalchemy.sql.expression import bindparam
 
-from storage.models import Episode
+from storage.tables import EPISODES as _E
 
-_E = Episode.__table__
 _WORD = re.compile(r"\w", re.UNICODE)
 MAX_SEARCH_CHARS = 500
 COMMON_TURNS = 5000

@@ -33,11 +33,10 @@ from sqlalchemy import ColumnElement, Connection, func, select
 
 import storage.search
 from storage import keyset
-from storage.models import Episode
 from storage.search import TextSearch
+from storage.tables import EPISODES as _E
 from storage.where import Where
 
-_E = Episode.__table__
 ReadBy = Literal["matches", "probe", "probe, then matches"]
 PROBED_EPISODES = 2000
 """How far a walk goes first: enough for a page when one episode in 40 matches."""

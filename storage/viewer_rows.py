@@ -11,9 +11,11 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from storage.models import AdapterVersion, DatasetSnapshot, Evaluation, Run, TrainingJob
-
-_RUNS, _AV, _DS, _JOBS, _EV = (t.__table__ for t in (Run, AdapterVersion, DatasetSnapshot, TrainingJob, Evaluation))
+from storage.tables import ADAPTER_VERSIONS as _AV
+from storage.tables import EVALUATIONS as _EV
+from storage.tables import JOBS as _JOBS
+from storage.tables import RUNS as _RUNS
+from storage.tables import SNAPSHOTS as _DS
 
 
 def list_runs(engine: Engine, limit: int = 100, *, game: str | None = None,

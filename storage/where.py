@@ -20,10 +20,8 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy import ColumnElement, exists, select
 
-from storage.models import Episode, Turn
-
-_E = Episode.__table__
-_T = Turn.__table__
+from storage.tables import EPISODES as _E
+from storage.tables import TURNS as _T
 
 
 @dataclass
