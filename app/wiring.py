@@ -16,6 +16,7 @@ from graphs.policies.base import Backend, SamplingParams
 from graphs.policies.policy import Policy
 from graphs.policies.verifier import verifier_name
 from graphs.registry import GameSpec, judge_prompt_readers, known_bots
+from graphs.seats import RULES, is_rules
 
 if TYPE_CHECKING:
     from graphs.policies.deciding import FloatTwins
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
 SEAT_SPEC_HELP = (
     "SEAT=SPEC, repeatable. SPEC: model, model:base, model:ROLE@vN, model:PATH_OR_ID, openai:MODEL, "
-    "scripted:BOT, verifier or verifier:ROLE@vN; several, one per episode: "
+    "scripted:BOT, rules (verifier, the old name of rules, is still accepted) or verifier:ROLE@vN; several, "
+    "one per episode: "
     "pool:ROLE[/MODE] or schedule:SPEC,SPEC/every:K (manual: docs/playing.md)."
 )
 SEAT_SPEC_DETAILS = (
@@ -32,8 +34,9 @@ SEAT_SPEC_DETAILS = (
     "'model:ROLE@vN' (a registered adapter version), 'model:PATH_OR_ID' (another base model, a local folder or "
     "a Hugging Face id, served in-process without adapter), 'openai:MODEL' (a model of the OpenAI-compatible API at "
     "SPARRING_OPENAI_BASE_URL, e.g. openai:gpt-4o-mini), 'scripted:BOT' (a rule-based bot: echo, calculator, "
-    "always-correct, always-incorrect, stubborn, agreeable, contrarian), 'verifier' (judge seats: check the "
-    "ground truth, no model call) or 'verifier:ROLE@vN' (the judge seat of debate or ensemble: a reward model "
+    "always-correct, always-incorrect, stubborn, agreeable, contrarian), 'rules' (judge seats: check the "
+    "ground truth, no model call; 'verifier', the old name of rules, is still accepted) or 'verifier:ROLE@vN' "
+    "(the judge seat of debate or ensemble: a reward model "
     "trained by `sparring train reward` scores each answer and picks the best; 'verifier:ROLE': the role's "
     "active version). A seat can also change policy from episode to episode: 'pool:ROLE[/MODE]' "
     "(the base model and every promoted version of ROLE), 'pool:SPEC,SPEC,...[/MODE]' (the listed policies), "
@@ -98,14 +101,16 @@ def _checked(game: GameSpec, seat: str, spec: str, where: str) -> str:
         return spec
     if verifier_name(spec) is not None:
         return _checked_verifier(game, seat, spec, where)
-    if spec == "verifier" and game.seat(seat).kind != "judge":
-        raise SeatSpecError(f"{where}: only judge seats can be 'verifier'")
-    if spec != "verifier" and not game.seat(seat).takes_policy:
+    if is_rules(spec):
+        if game.seat(seat).kind != "judge":
+            raise SeatSpecError(f"{where}: only judge seats can be '{RULES}'")
+        return RULES
+    if not game.seat(seat).takes_policy:
         raise SeatSpecError(
-            f"{where}: the {seat} seat of {game.name} is a rule verifier (it checks the ground truth and makes "
+            f"{where}: the {seat} seat of {game.name} is a rules judge (it checks the ground truth and makes "
             f"no model call), so it cannot take a policy; leave --seat {seat}=... out"
         )
-    if spec not in ("model", "verifier") and not spec.startswith(("scripted:", "model:", "openai:")):
+    if spec != "model" and not spec.startswith(("scripted:", "model:", "openai:")):
         raise SeatSpecError(f"{where}: unknown policy {spec!r}. {SEAT_SPEC_DETAILS}")
     if spec.startswith("scripted:") and spec.removeprefix("scripted:") not in (bots := known_bots()):
         raise SeatSpecError(f"{where}: unknown scripted bot; built-in bots: {', '.join(bots)}")
@@ -355,7 +360,7 @@ class PolicyFactory:
         return Policy(self._verifiers[record.name], self.sampling, adapter=record.name)
 
     async def policies(self, specs: dict[str, str]) -> dict[str, Policy]:
-        return {seat: await self.policy(seat, spec) for seat, spec in specs.items() if spec != "verifier"}
+        return {seat: await self.policy(seat, spec) for seat, spec in specs.items() if not is_rules(spec)}
 
     async def aclose(self) -> None:
         for backend in self.backends:

@@ -10,7 +10,7 @@ with ``SPARRING_DEVICE=cuda``; ``bench/random_model.py`` makes a model where the
 * raw on the same work: the play's own requests, read back from its store, through raw
   ``model.generate`` turn by turn (every episode's first actor prompt, then every first
   critic prompt...) in batches of C, as static batching would play them: the same prompts
-  and token budget, so ``play / same-work raw`` is what the backend, LangGraph, the verifier
+  and token budget, so ``play / same-work raw`` is what the backend, LangGraph, the rules judge
   and the recorder cost (the first ratio also counts the critic's long prompts, which the
   actor-only baseline never prefills);
 * logging: the same concurrency-16 play with the real recorder vs a recorder that drops
@@ -22,7 +22,7 @@ with ``SPARRING_DEVICE=cuda``; ``bench/random_model.py`` makes a model where the
   each measured rate as a fraction of it.
 
 The play figure is the honest one for users: it includes the critic's longer prompts, the
-verifier, LangGraph and the recorder, which the actor-only raw baseline does not pay for.
+rules judge, LangGraph and the recorder, which the actor-only raw baseline does not pay for.
 
     python -m bench.play_throughput
     python -m bench.play_throughput --sizes 1 16 --max-new-tokens 48 --repeats 1

@@ -4,10 +4,10 @@
 were made. Each episode is the records a real game sends, in the order it sends them
 (start, turns with their rewards, judgments, end), with the real prompts of the games:
 
-* 80% ``math-reflection`` (actor / critic learners, verifier judge): actor and critic turns
+* 80% ``math-reflection`` (actor / critic learners, rules judge): actor and critic turns
   in pairs, 1-3 answers, stopping early when the critic approves; a ``correct`` reward on
   each answer and a ``verdict_correct`` reward on each critique.
-* 20% ``debate`` (debater_a learner, scripted debater_b, verifier judge): two rounds, a
+* 20% ``debate`` (debater_a learner, scripted debater_b, rules judge): two rounds, a
   ``correct`` reward on every argument, a judgment and ``win`` rewards on the last ones.
 
 Runs hold 256 episodes; half of them play every task 4 times (``--samples 4``), so builds
@@ -30,6 +30,7 @@ from typing import Any
 
 from graphs.debate.prompts import debater_messages
 from graphs.math_reflection.prompts import actor_messages, critic_messages, refine_messages
+from graphs.seats import RULES
 from storage.records import (
     EpisodeEnd,
     EpisodeStart,
@@ -40,7 +41,7 @@ from storage.records import (
     TurnRecord,
 )
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 """Part of the cached stores' names: change it whenever what is generated changes."""
 GameRecord = EpisodeStart | TurnRecord | RewardRecord | JudgmentRecord | EpisodeEnd
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -209,7 +210,7 @@ def _math_reflection(gen: _Generator, run: RunRecord, task: dict[str, Any], vers
     rng = gen.rng
     actor = (f"{MODEL}+actor@v{version}", f"actor@v{version}", "inprocess")
     critic = (f"{MODEL}+critic@v{version}", f"critic@v{version}", "inprocess")
-    start = _start(gen, run, task, {"actor": actor[0], "critic": critic[0], "judge": "verifier"})
+    start = _start(gen, run, task, {"actor": actor[0], "critic": critic[0], "judge": RULES})
     records: list[GameRecord] = [start]
     status = _end_status(rng)
     stop_at = rng.randint(1, 6) if status is not EpisodeStatus.SUCCEEDED else None
@@ -265,7 +266,7 @@ def _debate(gen: _Generator, run: RunRecord, task: dict[str, Any], version: int)
         "debater_a": (f"{MODEL}+debater_a@v{version}", f"debater_a@v{version}", "inprocess"),
         "debater_b": ("scripted:stubborn", "stubborn", "scripted"),
     }
-    seats = {"debater_a": policies["debater_a"][0], "debater_b": policies["debater_b"][0], "judge": "verifier"}
+    seats = {"debater_a": policies["debater_a"][0], "debater_b": policies["debater_b"][0], "judge": RULES}
     start = _start(gen, run, task, seats)
     records: list[GameRecord] = [start]
     status = _end_status(rng)
@@ -291,7 +292,7 @@ def _debate(gen: _Generator, run: RunRecord, task: dict[str, Any], version: int)
         JudgmentRecord(
             episode_id=start.id,
             judge_seat="judge",
-            judge_policy="verifier",
+            judge_policy=RULES,
             winner_seat=winner,
             loser_seat=loser,
             preferred_turn_id=None if winner is None else last[winner].id,
@@ -302,7 +303,7 @@ def _debate(gen: _Generator, run: RunRecord, task: dict[str, Any], version: int)
     )
     win = {s: 0.5 if winner is None else float(s == winner) for s in last}
     for seat, turn in last.items():
-        records.append(_reward(gen, start.id, seat, "win", win[seat], turn, judged_by="verifier"))
+        records.append(_reward(gen, start.id, seat, "win", win[seat], turn, judged_by=RULES))
     return _finish(gen, records, start, status, win["debater_a"], {"winner": winner, "rounds": 2})
 
 

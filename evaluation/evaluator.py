@@ -16,7 +16,7 @@ Each evaluation is a run of its own. Its ``config`` is ``{"purpose": label, "eva
 key, "eval_key": digest of key}``; when it finishes, its ``summary`` is exactly::
 
     {"metrics": {name: Estimate.to_dict()},   # {"value", "n", "low", "high"}
-     "policies": {seat: "actor@v1" | "base" | "scripted:calculator" | "openai:MODEL" | "verifier"},
+     "policies": {seat: "actor@v1" | "base" | "scripted:calculator" | "openai:MODEL" | "rules"},
      "label": label,                          # what the evaluation was for
      "tasks": n,                              # how many tasks it played
      "set": name,                             # the task set's name (Evaluator.name: a split, a file)
@@ -45,6 +45,7 @@ from graphs.episodes import play
 from graphs.metrics.stats import Estimate
 from graphs.policies.policy import Policy
 from graphs.registry import GameSpec
+from graphs.seats import RULES
 from graphs.tasks.base import Task
 from storage.evaluation_rows import finished_runs
 from storage.queries import count_episodes_by_status
@@ -78,7 +79,7 @@ class EvaluationResult:
 def policy_label(policy: Policy | None) -> str:
     """How a seat's policy is named in an evaluation summary."""
     if policy is None:
-        return "verifier"
+        return RULES
     if policy.adapter:
         return policy.adapter
     backend = policy.backend

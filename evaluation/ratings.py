@@ -1,6 +1,6 @@
 """Ratings of every policy that played rated games, computed from the logged judgments.
 
-A *rated game* is a judgment that names a winner seat and a loser seat (debate's verifier or
+A *rated game* is a judgment that names a winner seat and a loser seat (debate's rules or
 model judge, a rubric judge's preference), or a tie (a judgment with neither, and no score) in
 an episode with exactly two seats that are not judges. Each side is the policy that played the
 seat in that episode (the episode's seats column): an adapter version by its name
@@ -35,6 +35,7 @@ import numpy as np
 from sqlalchemy import Engine
 
 from graphs.metrics.stats import Z95, Estimate, wilson
+from graphs.seats import is_rules
 from storage.rating_rows import preferences
 
 START = 1500.0
@@ -43,7 +44,6 @@ ELO = 400.0 / math.log(10.0)
 """rating points per unit of log-odds"""
 MAX_ITERATIONS = 100
 TOLERANCE = 1e-9
-VERIFIER = "verifier"
 _ADAPTER = re.compile(r"\+(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*@v[0-9]+)$")
 
 
@@ -129,7 +129,7 @@ def read_games(engine: Engine, game: str | None = None) -> list[RatedGame]:
             sides, tied = [row.winner_seat, row.loser_seat], False
         else:
             sides = [s for s, label in seats.items()
-                     if s != row.judge_seat and s not in judges.get(row.game, ()) and label != VERIFIER]
+                     if s != row.judge_seat and s not in judges.get(row.game, ()) and not is_rules(label)]
             tied = True
         if len(sides) != 2 or not all(seats.get(s) for s in sides):
             continue

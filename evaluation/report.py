@@ -27,6 +27,7 @@ from sqlalchemy import Engine, make_url
 from evaluation.plots import metric_panels
 from evaluation.ratings import Ladder, ladders
 from graphs.metrics.stats import Estimate
+from graphs.seats import is_rules
 from storage.evaluation_rows import finished_runs
 
 PAGE = "index.html"
@@ -120,8 +121,9 @@ class StoreReport:
 
 def policies_name(policies: dict[str, str]) -> str:
     """``base`` when every model seat is the base model; else the seats that differ from it:
-    adapter versions by name, anything else as SEAT=POLICY."""
-    named = [p if "@" in p else f"{seat}={p}" for seat, p in sorted(policies.items()) if p not in ("base", "verifier")]
+    adapter versions by name, anything else as SEAT=POLICY (rule judges left out)."""
+    shown = {seat: p for seat, p in policies.items() if p != "base" and not is_rules(p)}
+    named = [p if "@" in p else f"{seat}={p}" for seat, p in sorted(shown.items())]
     return " ".join(named) or "base"
 
 

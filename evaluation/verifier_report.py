@@ -1,16 +1,16 @@
-"""How often a trained verifier agrees with the rule verifier on held-out answers, per difficulty.
+"""How often a trained verifier agrees with the rules judge on held-out answers, per difficulty.
 
 The answers are the logged turns of one role, served by a model (never a scripted bot's), in
 succeeded episodes of one game and task split (``heldout`` by default: the split no training
 row is built from), that the game checked against the ground truth: their ``correct`` reward
-is the rule verifier's judgment (of several such events on one turn, the latest). The trained
+is the rules judge's judgment (of several such events on one turn, the latest). The trained
 verifier scores each answer as its own prompt messages followed by the answer (as its training
 rows were scored) and calls it correct when the score is above its threshold.
 
 For each difficulty level, and for all answers together:
 
-- ``n``, and how many the rule verifier found ``correct`` and ``incorrect``;
-- ``accuracy``: the share of answers on which both verifiers agree (Wilson 95% interval);
+- ``n``, and how many the rules judge found ``correct`` and ``incorrect``;
+- ``accuracy``: the share of answers on which the two agree (Wilson 95% interval);
 - ``accepted``: the share of the correct answers the trained verifier calls correct, and
   ``rejected``: the share of the incorrect ones it calls incorrect (each Wilson);
 - ``balanced_accuracy``: the mean of those two (MOVER interval): 0.5 for a verifier that calls
@@ -52,12 +52,12 @@ class NoAnswersError(ValueError):
 
 @dataclass(frozen=True)
 class LevelAgreement:
-    """The verifier against the rule verifier on the answers of one difficulty level (or ``all``)."""
+    """The verifier against the rules judge on the answers of one difficulty level (or ``all``)."""
 
     difficulty: str
     n: int
     correct: int
-    """answers the rule verifier found correct"""
+    """answers the rules judge found correct"""
     incorrect: int
     accuracy: Estimate
     accepted: Estimate
@@ -94,7 +94,7 @@ def verifier_report(
     engine: Engine, verifier: Verifier, *, game: str, role: str, split: str = "heldout", limit: int | None = None
 ) -> VerifierReport:
     """Score ``role``'s checked answers in ``game``'s ``split`` episodes (the first ``limit``, in
-    the order the episodes started) and compare with the rule verifier; NoAnswersError if none."""
+    the order the episodes started) and compare with the rules judge; NoAnswersError if none."""
     answers = checked_answers(engine, game=game, role=role, split=split, limit=limit)
     if not answers:
         raise NoAnswersError(
@@ -124,7 +124,7 @@ def checked_answers(engine: Engine, *, game: str, role: str, split: str, limit: 
 
 
 def _agreement(difficulty: str, judged: list[tuple[bool, bool]]) -> LevelAgreement:
-    """``judged``: (the rule verifier's verdict, the trained verifier's) for each answer."""
+    """``judged``: (the rules judge's verdict, the trained verifier's) for each answer."""
     correct = [says for truth, says in judged if truth]
     incorrect = [says for truth, says in judged if not truth]
     accepted, rejected = wilson(sum(correct), len(correct)), wilson(len(incorrect) - sum(incorrect), len(incorrect))

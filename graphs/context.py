@@ -136,8 +136,8 @@ class EpisodeContext:
         score: float | None = None,
         scored_seat: str | None = None,
     ) -> None:
-        """``judge_policy`` names what judged when it was not the judge seat's policy (a
-        rule-based verifier); by default the seat's policy label. ``rubric`` names what was
+        """``judge_policy`` names what judged when it was not the judge seat's policy (``rules``:
+        a rule-based check); by default the seat's policy label. ``rubric`` names what was
         judged; ``score`` is that rubric's score of ``scored_seat`` when the judge scores."""
         if judge_policy is None:
             judge_policy = self.policies[judge_seat].label if judge_seat in self.policies else judge_seat

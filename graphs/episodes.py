@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from graphs.context import EpisodeContext, GameOptions
 from graphs.policies.policy import Policy
 from graphs.registry import GameSpec
+from graphs.seats import RULES
 from graphs.tasks.base import Task
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, RecordSink
 from storage.redact import redact
@@ -93,7 +94,7 @@ async def play_episode(
             split=task.split,
             difficulty=task.difficulty,
             seed=seed,
-            seats={s.name: policies[s.name].label if s.name in policies else "verifier"
+            seats={s.name: policies[s.name].label if s.name in policies else RULES
                    for s in game.playing_seats(options)},
             task=task.to_dict(),
         )

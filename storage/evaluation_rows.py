@@ -1,5 +1,5 @@
 """The rows that evaluations and reports are read from: finished runs with their summaries, a
-run's game, and the model answers a rule verifier scored (to measure a trained verifier on)."""
+run's game, and the model answers the rules judge scored (to measure a trained verifier on)."""
 
 from __future__ import annotations
 

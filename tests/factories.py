@@ -143,7 +143,7 @@ def record_episode(
             JudgmentRecord(
                 episode_id=ep.start.id,
                 judge_seat="judge",
-                judge_policy="verifier",
+                judge_policy="rules",
                 winner_seat=ep.turns[1].seat,
                 loser_seat=ep.turns[0].seat,
                 preferred_turn_id=ep.turns[1].id,

@@ -22,7 +22,7 @@ from graphs.context import EpisodeContext
 from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.credit import CORRECT, CreditRule, CreditTurn
 from graphs.judges.answers import extract_answer
-from graphs.judges.verifier import is_correct
+from graphs.judges.ground_truth import is_correct
 from graphs.metrics.run_metrics import RunMetrics, per_task_means, task_means
 from graphs.options import GameOptions
 from graphs.policies.base import Message

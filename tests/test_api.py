@@ -21,7 +21,7 @@ def test_play_returns_its_run_and_logs_every_episode(url: str, capsys: pytest.Ca
     result = api.play("math-reflection", episodes=4, seats={"actor": "scripted:calculator", **CRITIC},
                       tasks="arithmetic:1", options={"turns": 1}, temperature=0.0, concurrency=2, progress=progress)
     assert (result.game, result.episodes, result.succeeded, result.first_failure) == ("math-reflection", 4, 4, None)
-    assert result.seats == {"actor": "scripted:calculator", "critic": "scripted:always-correct", "judge": "verifier"}
+    assert result.seats == {"actor": "scripted:calculator", "critic": "scripted:always-correct", "judge": "rules"}
     assert result.summary["run_id"] == result.run_id and result.summary["episodes"] == 4
     assert progress.named("planned") == [(4,)] and progress.named("loaded") == [()]
     assert progress.named("episode") == [(True,)] * 4
@@ -90,7 +90,7 @@ def test_evaluate_compares_two_policy_sets_paired_and_reuses_its_runs(url: str) 
         assert found.result.episodes == found.against.episodes == 12 and not found.result.reused
         assert set(found.result.per_task["pass@turn-1"]) == {t.id for t in found.tasks}
         assert found.result.metrics["pass@turn-1"].n == 12
-        assert found.result.label == f"eval actor=scripted:calculator critic=scripted:always-correct judge=verifier " \
+        assert found.result.label == f"eval actor=scripted:calculator critic=scripted:always-correct judge=rules " \
                                      f"({found.name})"
         assert found.against.metrics["pass@turn-1"].value == 0.0  # echo repeats the question: never an answer
     assert progress.methods()[:2] == ["loading", "loaded"] and progress.named("phase")

@@ -296,20 +296,21 @@ def test_play_refuses_a_timeout_that_is_not_positive(db, timeout):
     assert json.loads(invoke("episodes", "list", "--format", "json").stdout) == []  # nothing was played
 
 
-def test_a_rule_verifier_judge_refuses_a_policy(db, monkeypatch):
+def test_a_rules_judge_refuses_a_policy(db, monkeypatch):
     result = invoke("play", "math-reflection", "-n", "1", "--seat", "judge=scripted:echo", *SCRIPTED)
     assert result.exit_code == 2
-    assert ("the judge seat of math-reflection is a rule verifier (it checks the ground truth and makes no model "
+    assert ("the judge seat of math-reflection is a rules judge (it checks the ground truth and makes no model "
             "call), so it cannot take a policy") in words(result)
-    assert invoke("play", "math-reflection", "-n", "1", "--turns", "1", "--seat", "judge=verifier",
-                  *SCRIPTED).exit_code == 0
-    # SPARRING_SEATS serves every game: debate's judge takes its policy, math-reflection's keeps its verifier
+    for spec in ("judge=rules", "judge=verifier"):  # verifier: the old name of rules
+        assert invoke("play", "math-reflection", "-n", "1", "--turns", "1", "--seat", spec,
+                      *SCRIPTED).exit_code == 0
+    # SPARRING_SEATS serves every game: debate's judge takes its policy, math-reflection's keeps its rules
     monkeypatch.setenv("SPARRING_SEATS", '{"judge": "scripted:always-correct"}')
     played = invoke("play", "math-reflection", "-n", "1", "--turns", "1", "--format", "json", *SCRIPTED)
     assert played.exit_code == 0, played.output
     run_id = json.loads(played.stdout.strip().splitlines()[-1])[0]["run_id"]
     [row] = json.loads(invoke("episodes", "list", "--run", run_id, "--format", "json").stdout)
-    assert json.loads(invoke("episodes", "show", row["id"], "--format", "json").stdout)["seats"]["judge"] == "verifier"
+    assert json.loads(invoke("episodes", "show", row["id"], "--format", "json").stdout)["seats"]["judge"] == "rules"
 
 
 def test_a_task_file_shorter_than_n_says_so_and_plays_what_it_has(db, tmp_path):

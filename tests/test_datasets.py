@@ -146,7 +146,7 @@ def play_math(
             split=split,
             difficulty=difficulty,
             seed=1,
-            seats={"actor": "model", "critic": "model", "judge": "verifier"},
+            seats={"actor": "model", "critic": "model", "judge": "rules"},
             task={"question": question, "answer": truth, "difficulty": difficulty},
             started_at=start,
         )
@@ -238,7 +238,7 @@ def record_math_log(engine: Engine) -> dict[str, Played]:
 def play_debate(
     sink: Recorder, *, minute: int, answers: dict[str, list[str]], winner: str | None, shared_last_prompt: bool = False
 ) -> Played:
-    """A two-round debate on t1: A, B, A, B, then the verifier's judgment and ``win`` events.
+    """A two-round debate on t1: A, B, A, B, then the rules judge's judgment and ``win`` events.
     With ``shared_last_prompt`` both debaters' last turns answer the same closing prompt."""
     question, truth, _ = QUESTIONS["t1"]
     start = T0 + timedelta(minutes=minute)
@@ -253,7 +253,7 @@ def play_debate(
             split="train",
             difficulty="easy",
             seed=1,
-            seats={"debater_a": "model", "debater_b": "model", "judge": "verifier"},
+            seats={"debater_a": "model", "debater_b": "model", "judge": "rules"},
             task={"question": question, "answer": truth},
             started_at=start,
         )
@@ -291,7 +291,7 @@ def play_debate(
         JudgmentRecord(
             played.id,
             "judge",
-            "verifier",
+            "rules",
             winner,
             loser,
             None if winner is None else last[winner].id,

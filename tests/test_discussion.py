@@ -70,7 +70,7 @@ def test_only_the_first_n_agent_seats_play():
     assert len(DISCUSSION.seats) == 6 and set(DISCUSSION.gate_metrics) == set(AGENTS)
     specs = parse_seat_specs(DISCUSSION, ["agent_2=scripted:calculator"], defaults={"agent_5": "scripted:echo"},
                              options=options)
-    assert specs == {"agent_1": "model", "agent_2": "scripted:calculator", "agent_3": "model", "judge": "verifier"}
+    assert specs == {"agent_1": "model", "agent_2": "scripted:calculator", "agent_3": "model", "judge": "rules"}
     with pytest.raises(SeatSpecError, match=r"'agent_4=model': that seat does not play in discussion with 3 agents"):
         parse_seat_specs(DISCUSSION, ["agent_4=model"], defaults={}, options=options)
     with pytest.raises(GameContractError, match="seats_in_play names 'agent_9', which is not a seat"):
@@ -105,7 +105,7 @@ def test_play_via_the_cli_build_sft_rows_and_metrics(url, sums):
         seats = conn.execute(select(EpisodePayload.seats)).scalars().first()
     assert turns == {(seat, r): 8 for seat in AGENTS[:3] for r in (0, 1)}
     assert seats == {"agent_1": "scripted:calculator", "agent_2": "scripted:always-incorrect",
-                     "agent_3": "scripted:calculator", "judge": "verifier"}
+                     "agent_3": "scripted:calculator", "judge": "rules"}
 
     as_model_turns(url, "agent_1")
     built = runner.invoke(app, ["datasets", "build", "sft", "--role", "agent_1", "--game", "discussion",
@@ -203,7 +203,7 @@ def test_an_agent_seat_plays_another_base_model(url, sums, tiny_dirs, monkeypatc
     (["--agents", "2", "--seat", "agent_3=scripted:calculator"],
      "'agent_3=scripted:calculator': that seat does not play in discussion with 2 agents", 2),
     (["--seat", "agent_9=scripted:calculator"], "game 'discussion' has no seat 'agent_9'", 2),
-    (["--seat", "judge=model"], "the judge seat of discussion is a rule verifier", 2),
+    (["--seat", "judge=model"], "the judge seat of discussion is a rules judge", 2),
     (["--seat", "agent_2=model:/no/such/model"], "Model folder /no/such/model does not exist", 2),
     (["--variants", "plain"], "--variants: not an option of discussion", 2),
 ])

@@ -56,7 +56,7 @@ def test_eval_prints_intervals_and_reuses_the_stored_run(url, sums):
     assert set(summary) == {"metrics", "policies", "label", "tasks", "families", "set"} and summary["tasks"] == 8
     assert summary["families"] == {} and summary["set"] == "heldout"  # a file: one family
     assert summary["policies"] == {"actor": "scripted:calculator", "critic": "scripted:always-correct",
-                                   "judge": "verifier"}
+                                   "judge": "rules"}
     assert summary["metrics"]["pass@turn-1"] == {"value": 1.0, "n": 8, "low": wilson(8, 8).low, "high": 1.0}
 
     # a new process asking the same question gets the stored figures: nothing is played again

@@ -394,7 +394,7 @@ def test_an_exhausted_script_is_a_backend_error_in_the_actor_seat() -> None:
 # --- debate --------------------------------------------------------------------------------
 
 
-def test_verifier_judges_a_debate_on_the_final_answers() -> None:
+def test_rules_judge_a_debate_on_the_final_answers() -> None:
     episode = play_debate(
         replay("3 plus 4 is 7.\nAnswer: 7", "B is wrong.\nAnswer: 7"),
         replay("I count 8.\nAnswer: 8", "Still 8.\nAnswer: 8"),
@@ -422,8 +422,8 @@ def test_verifier_judges_a_debate_on_the_final_answers() -> None:
         ("debater_b", "correct", 0.0, b0.id, {"round": 0, "answer": "8"}),
         ("debater_a", "correct", 1.0, a1.id, {"round": 1, "answer": "7"}),
         ("debater_b", "correct", 0.0, b1.id, {"round": 1, "answer": "8"}),
-        ("debater_a", "win", 1.0, a1.id, {"judged_by": "verifier"}),
-        ("debater_b", "win", 0.0, b1.id, {"judged_by": "verifier"}),
+        ("debater_a", "win", 1.0, a1.id, {"judged_by": "rules"}),
+        ("debater_b", "win", 0.0, b1.id, {"judged_by": "rules"}),
     ]
     (judgment,) = episode.sink.judgments
     assert (
@@ -434,7 +434,7 @@ def test_verifier_judges_a_debate_on_the_final_answers() -> None:
         judgment.preferred_turn_id,
         judgment.rejected_turn_id,
         judgment.judge_turn_id,
-    ) == ("judge", "verifier", "debater_a", "debater_b", a1.id, b1.id, None)
+    ) == ("judge", "rules", "debater_a", "debater_b", a1.id, b1.id, None)
     assert judgment.rationale == (
         "Ground truth '7': Debater A's final answer '7' is correct; Debater B's final answer '8' is incorrect."
     )
@@ -442,7 +442,7 @@ def test_verifier_judges_a_debate_on_the_final_answers() -> None:
         1.0,
         {
             "winner": "debater_a",
-            "judged_by": "verifier",
+            "judged_by": "rules",
             "final_answer_a": "7",
             "final_answer_b": "8",
             "a_correct": True,
@@ -452,7 +452,7 @@ def test_verifier_judges_a_debate_on_the_final_answers() -> None:
     )
 
 
-def test_verifier_ties_when_both_final_answers_are_correct() -> None:
+def test_rules_tie_when_both_final_answers_are_correct() -> None:
     # A changes its mind to the right answer; B's last turn states nothing, so its round-1 answer counts
     episode = play_debate(
         replay("Answer: 8", "B convinced me.\nAnswer: 7"),
@@ -466,8 +466,8 @@ def test_verifier_ties_when_both_final_answers_are_correct() -> None:
         ("debater_b", "correct", 1.0, b0.id, {"round": 0, "answer": "7"}),
         ("debater_a", "correct", 1.0, a1.id, {"round": 1, "answer": "7"}),
         ("debater_b", "correct", 0.0, b1.id, {"round": 1, "answer": None}),
-        ("debater_a", "win", 0.5, a1.id, {"judged_by": "verifier"}),
-        ("debater_b", "win", 0.5, b1.id, {"judged_by": "verifier"}),
+        ("debater_a", "win", 0.5, a1.id, {"judged_by": "rules"}),
+        ("debater_b", "win", 0.5, b1.id, {"judged_by": "rules"}),
     ]
     (judgment,) = episode.sink.judgments
     assert (judgment.winner_seat, judgment.loser_seat, judgment.preferred_turn_id, judgment.rejected_turn_id) == (
@@ -480,7 +480,7 @@ def test_verifier_ties_when_both_final_answers_are_correct() -> None:
     assert (reward, summary["winner"], summary["final_answer_b"], summary["b_correct"]) == (0.5, None, "7", True)
 
 
-def test_verifier_ties_when_neither_is_correct() -> None:
+def test_rules_tie_when_neither_is_correct() -> None:
     episode = play_debate(replay("Answer: 5"), replay("Answer: 6"), rounds=1)
     assert episode.order == [("debater_a", 0, 0), ("debater_b", 1, 0)]
     assert [r[:3] for r in episode.rewards[-2:]] == [("debater_a", "win", 0.5), ("debater_b", "win", 0.5)]
@@ -549,7 +549,7 @@ def test_model_judge_without_ground_truth_and_no_correct_rewards() -> None:
     assert (reward, summary["a_correct"], summary["b_correct"]) == (1.0, None, None)
 
 
-def test_verifier_cannot_judge_a_task_without_ground_truth() -> None:
+def test_rules_cannot_judge_a_task_without_ground_truth() -> None:
     episode = debate(replay("Answer: 7"), replay("Answer: 8"), task=NO_TRUTH, rounds=1)
     with pytest.raises(ValueError, match=r"has no ground-truth answer.*--seat judge=model"):
         episode.play()

@@ -9,9 +9,9 @@ import pytest
 
 from graphs.judges.answers import extract_answer
 from graphs.judges.boxed import last_boxed
+from graphs.judges.ground_truth import is_correct
 from graphs.judges.llm_judge import parse_winner
 from graphs.judges.verdict import parse_verdict
-from graphs.judges.verifier import is_correct
 
 
 @pytest.mark.parametrize(

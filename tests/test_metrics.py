@@ -167,6 +167,6 @@ def test_refinement_gain_and_flips(engine):
 def test_debate_win_and_tie_rates(engine):
     policies = {"debater_a": _bot("even-only", even_only), "debater_b": Policy(scripted_bot("calculator"))}
     m = run_estimates(engine, _played(engine, DEBATE, policies, DebateOptions(rounds=1))).metrics
-    # the verifier judges: both right on even sums (a tie), only debater_b on odd ones
+    # rules judge: both right on even sums (a tie), only debater_b on odd ones
     assert m["tie_rate"] == wilson(4, 8) and m["debater_b_win_rate"] == wilson(4, 8)
     assert m["debater_a_win_rate"] == wilson(0, 8)

@@ -260,7 +260,7 @@ def test_settings_choose_the_backend_of_model_seats_and_hosted_seats(monkeypatch
     factory = PolicyFactory(settings, SamplingParams())
 
     async def build():
-        return await factory.policies({"actor": "model:base", "critic": "openai:gpt-4o-mini", "judge": "verifier"})
+        return await factory.policies({"actor": "model:base", "critic": "openai:gpt-4o-mini", "judge": "rules"})
 
     policies = asyncio.run(build())
     actor, critic = policies["actor"].backend, policies["critic"].backend
@@ -281,6 +281,15 @@ def test_seat_defaults_from_settings_come_before_cli_seats(monkeypatch):
         parse_seat_specs(game, [], {"critic": "gpt"})
     with pytest.raises(SeatSpecError, match="name the model"):
         parse_seat_specs(game, ["critic=openai:"], {})
+
+
+def test_verifier_the_old_name_of_rules_is_still_accepted():
+    debate = get_game("debate")
+    assert parse_seat_specs(debate, ["judge=verifier"], {})["judge"] == "rules"
+    assert parse_seat_specs(debate, [], {"judge": "verifier"})["judge"] == "rules"  # SPARRING_SEATS
+    assert parse_seat_specs(get_game("math-reflection"), ["judge=verifier"], {})["judge"] == "rules"
+    with pytest.raises(SeatSpecError, match="only judge seats can be 'rules'"):
+        parse_seat_specs(debate, ["debater_b=verifier"], {})
 
 
 def _play(tmp_path, monkeypatch, url: str, *args: str, exit_code: int = 0) -> list:

@@ -217,6 +217,7 @@ def test_a_pool_draws_the_same_episodes_with_one_worker_or_two(db):
     ("debater_b=pool:critic/latest", "no adapter version of role 'critic' is registered and debate has no learner "
                                      "seat 'critic'"),
     ("referee=pool:scripted:stubborn,scripted:echo", "game 'debate' has no seat 'referee'"),
+    ("debater_b=pool:scripted:stubborn,verifier", "'verifier' cannot be a member"),
     ("debater_b=schedule:scripted:agreeable,scripted:contrarian", "say when the schedule switches"),
 ])
 def test_bad_pools_and_schedules_are_refused_before_anything_is_played(db, seat, says):
@@ -311,10 +312,10 @@ def test_a_rated_pool_favours_opponents_of_the_learner_strength(lab):
     with Recorder(lab.engine) as recorder:  # v2 beats the base 12-0 and splits 6-6 with v1
         for i, (a, b, winner) in enumerate([(v2, lab.base, "debater_a")] * 12 + [(v2, v1, "debater_a")] * 6
                                            + [(v2, v1, "debater_b")] * 6):
-            start = episode_start(game="debate", seats={"debater_a": a, "debater_b": b, "judge": "verifier"},
+            start = episode_start(game="debate", seats={"debater_a": a, "debater_b": b, "judge": "rules"},
                                   task_id=f"t{i}")
             recorder.episode_started(start)
-            recorder.judgment(JudgmentRecord(start.id, "judge", "verifier", winner,
+            recorder.judgment(JudgmentRecord(start.id, "judge", "rules", winner,
                                              "debater_b" if winner == "debater_a" else "debater_a", None, None, "x"))
             recorder.episode_finished(EpisodeEnd(start.id, EpisodeStatus.SUCCEEDED, 1.0, 0, {}))
 

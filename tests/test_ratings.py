@@ -33,7 +33,7 @@ def games(first: str, second: str, wins: int, losses: int, ties: int = 0) -> lis
 
 
 def debates(engine, a: str, b: str, tasks: list[Task] = SUMS, rounds: int = 2) -> None:
-    """Debates of two scripted bots (A, B), logged into ``engine`` (judged by the verifier)."""
+    """Debates of two scripted bots (A, B), logged into ``engine`` (judged by rules)."""
     policies = {"debater_a": Policy(scripted_bot(a)), "debater_b": Policy(scripted_bot(b))}
     with Recorder(engine) as recorder:
         asyncio.run(play(DEBATE, tasks, policies, recorder, concurrency=3, seed=0,
@@ -129,9 +129,21 @@ def test_debates_of_scripted_bots_rate_the_stronger_higher(store):
     assert ladder.games == 18 and sum(r.rating for r in ladder.ratings) / 4 == pytest.approx(1500)
 
 
+@pytest.mark.parametrize("rules", ["rules", "verifier"])  # verifier: the old name of rules, in older stores
+def test_a_tie_leaves_out_a_rules_seat_of_a_game_no_longer_registered(store, rules: str):
+    seats = {"debater_a": "scripted:stubborn", "debater_b": "scripted:agreeable", "checker": rules}
+    with Recorder(store) as recorder:
+        tied = episode_start(game="retired", seats=seats)
+        recorder.episode_started(tied)
+        recorder.judgment(JudgmentRecord(tied.id, "judge", rules, None, None, None, None, "both right"))
+        recorder.episode_finished(EpisodeEnd(tied.id, EpisodeStatus.SUCCEEDED, None, 0, {}))
+    assert [(g.first, g.second, g.tie) for g in read_games(store)] == [("scripted:stubborn", "scripted:agreeable",
+                                                                         True)]
+
+
 def test_a_score_is_not_a_tie_and_failed_episodes_do_not_count(store):
     debates(store, "stubborn", "contrarian", SUMS[:2])
-    seats = {"debater_a": "scripted:stubborn", "debater_b": "scripted:agreeable", "judge": "verifier"}
+    seats = {"debater_a": "scripted:stubborn", "debater_b": "scripted:agreeable", "judge": "rules"}
     with Recorder(store) as recorder:
         scored = episode_start(game="debate", seats=seats)
         recorder.episode_started(scored)
@@ -140,7 +152,7 @@ def test_a_score_is_not_a_tie_and_failed_episodes_do_not_count(store):
         recorder.episode_finished(EpisodeEnd(scored.id, EpisodeStatus.SUCCEEDED, None, 0, {}))
         failed = episode_start(game="debate", seats=seats)
         recorder.episode_started(failed)
-        recorder.judgment(JudgmentRecord(failed.id, "judge", "verifier", "debater_b", "debater_a", None, None, "x"))
+        recorder.judgment(JudgmentRecord(failed.id, "judge", "rules", "debater_b", "debater_a", None, None, "x"))
         recorder.episode_finished(EpisodeEnd(failed.id, EpisodeStatus.FAILED, None, 0, {}, error="boom"))
     assert [(g.first, g.second, g.tie) for g in read_games(store)] == [("scripted:stubborn", "scripted:contrarian",
                                                                          False)] * 2

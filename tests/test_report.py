@@ -125,9 +125,12 @@ def test_a_policy_set_measured_again_keeps_its_place_with_its_latest_figures(db_
     ]
 
 
-def test_policy_set_names():
-    assert policies_name({"actor": "base", "critic": "base", "judge": "verifier"}) == "base"
-    assert policies_name({"actor": "actor@v2", "critic": "base", "judge": "verifier"}) == "actor@v2"
+@pytest.mark.parametrize("rules", ["rules", "verifier"])  # verifier: the old name of rules, in older stores
+def test_policy_set_names(rules: str):
+    assert policies_name({"actor": "base", "critic": "base", "judge": rules}) == "base"
+    assert policies_name({"actor": "actor@v2", "critic": "base", "judge": rules}) == "actor@v2"
+    trained = {"actor": "actor@v2", "judge": "verifier:verifier@v1"}  # a trained verifier is named
+    assert policies_name(trained) == "actor@v2 verifier:verifier@v1"
     assert policies_name({"critic": "openai:gpt-4o-mini", "actor": "actor@v1"}) == "actor@v1 critic=openai:gpt-4o-mini"
 
 

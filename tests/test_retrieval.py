@@ -202,8 +202,8 @@ def test_episodes_are_judged_on_the_answer_the_citations_and_the_distractors(sto
         judgments = conn.execute(select(Judgment.rubric, Judgment.judge_policy, Judgment.scored_seat)).all()
         rewards = Counter(conn.execute(select(Reward.seat, Reward.name)).all())
         planter_turns = conn.execute(select(func.count()).select_from(Turn).where(Turn.seat == "planter")).scalar()
-    assert Counter(judgments) == {("correctness", "verifier", "researcher"): 10,
-                                  ("relevance", "verifier", "researcher"): 10}
+    assert Counter(judgments) == {("correctness", "rules", "researcher"): 10,
+                                  ("relevance", "rules", "researcher"): 10}
     assert rewards == {("researcher", "correct"): 10, ("researcher", "relevance"): 10,
                        ("researcher", "cited_gold"): 10}
     assert planter_turns == 10
@@ -336,7 +336,7 @@ def test_a_model_judge_scores_relevance_and_one_that_answers_nonsense_fails_its_
     assert all(m.startswith("Question: ") and "Documents cited:\n[" in m for m in materials)
     with engine.connect() as conn:
         scores = conn.execute(select(Judgment.judge_policy, Judgment.score).where(
-            Judgment.rubric == "relevance", Judgment.judge_policy != "verifier")).all()
+            Judgment.rubric == "relevance", Judgment.judge_policy != "rules")).all()
         judged = conn.execute(select(Reward.value).where(Reward.name == "judge_relevance")).scalars().all()
     assert scores == [("scripted:judge", 0.75)] * 4 and judged == [0.75] * 4
 

@@ -1,5 +1,5 @@
 """A trained verifier: TRL's RewardTrainer on a tiny random Llama, published under a role of its
-own, filling the judge seat of debate and ensemble, and measured against the rule verifier.
+own, filling the judge seat of debate and ensemble, and measured against the rules judge.
 
 One verifier is trained for the module (a few optimiser steps on hand-made rows); the tests
 publish it into real stores, play scripted debaters and solvers against it, and check its
@@ -382,7 +382,7 @@ def test_training_job_publishes_a_verifier_that_continues_its_parent(
     engine.dispose()
 
 
-# --- the report against the rule verifier --------------------------------------------------------
+# --- the report against the rules judge -----------------------------------------------------------
 
 
 class SaysAnswered:

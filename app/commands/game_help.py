@@ -16,6 +16,7 @@ from typer.core import TyperCommand
 from graphs.contract import GameSpec
 from graphs.options import cli_flag, option_docs, option_fields
 from graphs.policies.scripted import BOTS
+from graphs.seats import RULES
 
 ARGS_KEY = "sparring.help.args"
 """ctx.meta key: the command line's words, kept so that `--help` can see the game they name"""
@@ -71,8 +72,8 @@ def game_facts(game: GameSpec, flags: dict[str, str] | None = None) -> GameFacts
         ))
     return GameFacts(
         name=game.name, description=game.description,
-        seats=[{"name": s.name, "kind": s.kind.value, "default": s.default_policy if s.takes_policy else "verifier "
-                "(rules only)", "description": s.description} for s in game.seats],
+        seats=[{"name": s.name, "kind": s.kind.value, "default": s.default_policy if s.takes_policy else f"{RULES} "
+                "(takes no policy)", "description": s.description} for s in game.seats],
         bots=sorted(game.bots), builtin_bots=sorted(BOTS), options=options,
         learners={seat: gate.name for seat, gate in game.gate_metrics.items()},
         metrics=list(game.report_metrics), rewards=dict(game.rewards),

@@ -58,7 +58,7 @@ def ratings(
         err.print(
             f"no rated games {where}in this store ({mask_url(settings.database_url)}): a rated game is a judgment "
             "that names a winner, or a tie between two players. Make some with `sparring play debate -n 32 --seat "
-            "debater_b=scripted:stubborn` (the verifier judges each debate), then play other versions or bots "
+            "debater_b=scripted:stubborn` (rules judge each debate), then play other versions or bots "
             "against the same opponents.",
             highlight=False,
         )

@@ -271,7 +271,7 @@ def train(
     `reward` trains a verifier (a reward model) on the --answers role's answers, correct and
     incorrect ones paired at each difficulty, and publishes it under --role: it fills the judge
     seat of debate or ensemble (`--seat judge=verifier:ROLE@vN`), and `sparring eval-verifier`
-    measures it against the rule verifier.
+    measures it against the rules judge.
 
     Examples:
 
@@ -335,7 +335,7 @@ def _print_trained(result: TrainResult, fmt: Format) -> None:
     if fmt == Format.table and result.adapter.is_verifier:
         err.print(
             f"published the verifier {result.adapter.name}; it judges debates with `sparring play debate --seat "
-            f"judge=verifier:{result.adapter.name}`; its agreement with the rule verifier on held-out answers: "
+            f"judge=verifier:{result.adapter.name}`; its agreement with the rules judge on held-out answers: "
             f"`sparring eval-verifier {result.adapter.name}`"
         )
     elif fmt == Format.table:

@@ -1,4 +1,4 @@
-"""`sparring eval-verifier`: a trained verifier against the rule verifier on held-out answers."""
+"""`sparring eval-verifier`: a trained verifier against the rules judge on held-out answers."""
 
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ def eval_verifier(
     db: DbOption = None,
     fmt: FormatOption = Format.table,
 ) -> None:
-    """Score logged answers with a trained verifier and compare with the rule verifier, per difficulty.
+    """Score logged answers with a trained verifier and compare with the rules judge, per difficulty.
 
     The answers are the role's model turns that its game checked against the ground truth (their
     `correct` reward), in succeeded episodes of --split. The verifier calls an answer correct when
     its score is above the threshold it was trained with. Per difficulty level and in all: how
-    often both verifiers agree (accuracy), the share of correct answers it accepts and of
+    often the two agree (accuracy), the share of correct answers it accepts and of
     incorrect ones it rejects, and their mean (balanced accuracy: 50% for a verifier that says
     the same of every answer), each with its 95% interval and n.
 
@@ -84,7 +84,7 @@ def eval_verifier(
              "balanced accuracy": _cell(level.balanced_accuracy), "accuracy": _cell(level.accuracy),
              "accepted": _cell(level.accepted), "rejected": _cell(level.rejected)}
             for level in report.levels]
-    emit(rows, fmt, title=f"{record.name} against the rule verifier", console=out,
+    emit(rows, fmt, title=f"{record.name} against the rules judge", console=out,
          caption=f"{answers}'s {split} answers in {game}; correct: a score above {report.threshold:.3f}; "
                  "accepted: of the correct answers, rejected: of the incorrect ones; [95% interval]")
 

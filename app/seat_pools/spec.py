@@ -34,14 +34,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from graphs.policies.policy import Policy
+from graphs.seats import RULES, is_rules
 from graphs.seeds import derive_seed
 
 POOL_MODES = ("uniform", "latest", "lagged:K", "rated")
 SCHEDULE_MODES = ("every:K", "round")
 _MODE = re.compile(r"(?P<name>uniform|latest|rated|round|lagged|every)(?::(?P<k>[0-9]+))?")
 _ROLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-_POLICY_WORDS = ("model", "scripted", "openai", "verifier", "pool", "schedule")
-"""what a seat spec starts with: a pool's single member with none of these names a role"""
+_POLICY_WORDS = ("model", "scripted", "openai", RULES, "verifier", "pool", "schedule")
+"""what a seat spec starts with (``verifier``: a trained verifier, ``verifier:NAME``, or the old name
+of RULES): a pool's single member with none of these names a role"""
 
 
 class DrawSpecError(ValueError):
@@ -71,7 +73,7 @@ def parse_draw(spec: str) -> DrawSpec | None:
         return None
     body, mode, k = _split_mode(rest)
     members = tuple(m.strip() for m in body.split(",") if m.strip())
-    nested = [m for m in members if m.startswith(("pool:", "schedule:")) or m == "verifier"]
+    nested = [m for m in members if m.startswith(("pool:", "schedule:")) or is_rules(m)]
     if nested:
         raise DrawSpecError(f"{spec!r}: {nested[0]!r} cannot be a member; members are single policies "
                             "(model, model:base, model:ROLE@vN, openai:MODEL, scripted:BOT)")

@@ -14,7 +14,7 @@ from graphs.code_debug.tasks import CODE_TASKS
 from graphs.contract import EpisodeOutcome, GameSpec, GateMetric, Practice
 from graphs.credit import CORRECT
 from graphs.policies.base import Message
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.tasks.base import Task
 
 SEATS = (
@@ -22,7 +22,7 @@ SEATS = (
     Seat("breaker", SeatKind.CONTEXT, "With --bugs breaker: writes a bug into the correct reference (scripted:mutator "
          "or a model).", "scripted:mutator"),
     Seat("judge", SeatKind.JUDGE, "Runs the task's tests on each fix in the sandbox; with a model, the model also "
-         "scores the last fix's code quality.", "verifier"),
+         "scores the last fix's code quality.", RULES),
 )
 
 

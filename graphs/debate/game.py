@@ -11,7 +11,7 @@ from graphs.debate.judge_prompt import read_judge_prompt
 from graphs.debate.metrics import debate_metrics
 from graphs.debate.options import DebateOptions
 from graphs.debate.state import win_value
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task
 
@@ -21,8 +21,8 @@ SEATS = (
     Seat(
         "judge",
         SeatKind.JUDGE,
-        "Picks the winner: a model when the seat has a policy, else the ground-truth verifier.",
-        "verifier",
+        "Picks the winner: a model when the seat has a policy, else rules (the correct final answer wins).",
+        RULES,
     ),
 )
 
@@ -49,7 +49,7 @@ def outcome(state: dict[str, Any]) -> EpisodeOutcome:
 
 GAME = GameSpec(
     name="debate",
-    description="Two debaters answer a question and argue over rounds; a judge (verifier or model) picks the winner.",
+    description="Two debaters answer a question and argue over rounds; a judge (rules or a model) picks the winner.",
     seats=SEATS,
     graph="graphs.debate.graph",
     initial_state=initial_state,

@@ -1,8 +1,8 @@
 """The steps of a debate: the two debaters (A, then B, each round) and the judge.
 
-The judge is the judge seat's model when that seat has a policy, else the ground-truth
-verifier: the side whose final stated answer is correct wins, and a tie is recorded when
-both or neither are correct.
+The judge is the judge seat's model when that seat has a policy, else rules (``judged_by``
+"rules"): the side whose final stated answer matches the ground truth wins, and a tie is
+recorded when both or neither do.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from graphs.context import EpisodeContext
 from graphs.debate import prompts
 from graphs.debate.state import DEBATERS, LABELS, Argument, Decision, State, win_value
 from graphs.judges.answers import extract_answer
+from graphs.judges.ground_truth import is_correct
 from graphs.judges.llm_judge import parse_winner
-from graphs.judges.verifier import is_correct
+from graphs.seats import RULES
 
 UNPARSEABLE = "unparseable judge output"
 
@@ -74,14 +75,14 @@ async def judge(state: State, runtime: Runtime[EpisodeContext]) -> dict:
         )
     elif final_correct is None:
         raise ValueError(
-            f"task {ctx.task.id!r} has no ground-truth answer, so the verifier cannot judge this debate; "
+            f"task {ctx.task.id!r} has no ground-truth answer, so rules cannot judge this debate; "
             "give the judge seat a model policy (e.g. --seat judge=model)"
         )
     else:
         decision = Decision(
-            winner=_verifier_winner(final_correct),
-            judged_by="verifier",
-            rationale=_verifier_rationale(final_answers, final_correct, truth),
+            winner=_rules_winner(final_correct),
+            judged_by="rules",
+            rationale=_rules_rationale(final_answers, final_correct, truth),
             judge_turn_id=None,
             final_answers=final_answers,
             final_correct=final_correct,
@@ -95,12 +96,12 @@ def _final_answer(arguments: list[Argument], seat: str) -> str | None:
     return stated[-1] if stated else None
 
 
-def _verifier_winner(final_correct: dict[str, bool]) -> str | None:
+def _rules_winner(final_correct: dict[str, bool]) -> str | None:
     right = [seat for seat in DEBATERS if final_correct[seat]]
     return right[0] if len(right) == 1 else None
 
 
-def _verifier_rationale(final_answers: dict[str, str | None], final_correct: dict[str, bool], truth: str) -> str:
+def _rules_rationale(final_answers: dict[str, str | None], final_correct: dict[str, bool], truth: str) -> str:
     sides = "; ".join(
         f"Debater {LABELS[seat]}'s final answer {final_answers[seat]!r} is "
         + ("correct" if final_correct[seat] else "incorrect")
@@ -120,7 +121,7 @@ def _record(ctx: EpisodeContext, decision: Decision, last_turn: dict[str, str]) 
         rejected_turn_id=None if loser is None else last_turn[loser],
         rationale=decision["rationale"],
         judge_turn_id=decision["judge_turn_id"],
-        judge_policy=None if decision["judged_by"] == "model" else "verifier",
+        judge_policy=None if decision["judged_by"] == "model" else RULES,
         rubric="debate" if decision["judged_by"] == "model" else "correctness",
     )
     for seat in DEBATERS:

@@ -21,7 +21,8 @@ class Argument(TypedDict):
 class Decision(TypedDict):
     winner: str | None
     """the winning seat, None for a tie"""
-    judged_by: Literal["verifier", "model"]
+    judged_by: Literal["rules", "model"]
+    """rules: the ground truth decided (``graphs.seats.RULES``); model: the judge seat's policy"""
     rationale: str
     judge_turn_id: str | None
     final_answers: dict[str, str | None]

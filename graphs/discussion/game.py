@@ -18,14 +18,14 @@ from graphs.discussion.options import DiscussionOptions
 from graphs.discussion.prompts import first_messages
 from graphs.discussion.state import AGENTS, MOVE_BONUS, answers_of_round
 from graphs.judges.majority import majority_index
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task
 
 SEATS = (
     *(Seat(seat, SeatKind.LEARNER, f"Discussant {seat[-1]}: answers, reads the others' answers, answers again.")
       for seat in AGENTS),
-    Seat("judge", SeatKind.JUDGE, "Checks every answer against the ground truth (no model call).", "verifier",
+    Seat("judge", SeatKind.JUDGE, "Checks every answer against the ground truth (no model call).", RULES,
          takes_policy=False),
 )
 
@@ -59,7 +59,7 @@ def outcome(state: dict[str, Any]) -> EpisodeOutcome:
 GAME = GameSpec(
     name="discussion",
     description="N agents (2-5, each its own model if wanted) answer, read each other's answers and answer "
-                "again over rounds; the verifier scores every answer.",
+                "again over rounds; the rules judge scores every answer.",
     seats=SEATS,
     graph="graphs.discussion.graph",
     initial_state=initial_state,

@@ -1,5 +1,5 @@
 """The steps of a discussion: one node plays a round (every agent answers at once, so a
-batching backend serves them together; the verifier checks each answer), and the router
+batching backend serves them together; the rules judge checks each answer), and the router
 starts the next round until ``options.rounds`` are played."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from graphs.discussion import prompts
 from graphs.discussion.options import DiscussionOptions
 from graphs.discussion.state import AGENTS, MOVE_BONUS, Answer, State, answers_of_round
 from graphs.judges.answers import extract_answer
-from graphs.judges.verifier import is_correct
+from graphs.judges.ground_truth import is_correct
 
 
 async def discuss(state: State, runtime: Runtime[EpisodeContext]) -> dict:

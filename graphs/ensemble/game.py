@@ -20,14 +20,14 @@ from graphs.ensemble.metrics import ensemble_metrics
 from graphs.ensemble.options import EnsembleOptions
 from graphs.ensemble.prompts import agent_messages
 from graphs.ensemble.state import PICK_CORRECT
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task
 
 SEATS = (
     Seat("solver", SeatKind.LEARNER, "Plays every agent: answers the problem once per agent, under its variant."),
     Seat("judge", SeatKind.JUDGE, "The majority vote (no model call); with a model, picks among distinct answers.",
-         "verifier"),
+         RULES),
 )
 
 

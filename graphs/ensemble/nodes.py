@@ -14,8 +14,8 @@ from graphs.ensemble import prompts
 from graphs.ensemble.options import EnsembleOptions
 from graphs.ensemble.state import PICK_CORRECT, Answer, State, Team
 from graphs.judges.answers import extract_answer
+from graphs.judges.ground_truth import is_correct
 from graphs.judges.majority import majority_index
-from graphs.judges.verifier import is_correct
 
 
 async def answer(state: State, runtime: Runtime[EpisodeContext]) -> dict:

@@ -27,7 +27,7 @@ def extract_answer(text: str) -> str | None:
     ``\\boxed{}``, else the last number; None when there is none of these.
 
     Numbers come back plain (``"$1,000."`` -> ``"1000"``); anything else comes back as
-    cleaned LaTeX (``"$\\frac{1}{2}$"`` -> ``"\\frac{1}{2}"``) for the verifier to compare.
+    cleaned LaTeX (``"$\\frac{1}{2}$"`` -> ``"\\frac{1}{2}"``) for ``graphs.judges.ground_truth`` to compare.
     """
     matches = list(_ANSWER.finditer(text))
     if matches:

@@ -10,8 +10,8 @@ from graphs.contract import EpisodeOutcome, GameSpec, GateMetric, Practice, Refi
 from graphs.credit import CORRECT
 from graphs.judges.answers import extract_answer
 from graphs.judges.arithmetic import checker_notes, corrected
+from graphs.judges.ground_truth import is_correct
 from graphs.judges.majority import majority_index
-from graphs.judges.verifier import is_correct
 from graphs.math_reflection.bots import BOTS
 from graphs.math_reflection.credit import CRITIC_CREDIT, VERDICT_CORRECT
 from graphs.math_reflection.metrics import reflection_metrics
@@ -24,14 +24,14 @@ from graphs.math_reflection.prompts import (
     refine_messages,
 )
 from graphs.policies.base import Message
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.tasks import MATH_TASKS
 from graphs.tasks.base import Task
 
 SEATS = (
     Seat("actor", SeatKind.LEARNER, "Solves the problem, then refines its answer from the critique."),
     Seat("critic", SeatKind.LEARNER, "Reviews each answer and says 'Verdict: correct' or 'Verdict: incorrect'."),
-    Seat("judge", SeatKind.JUDGE, "Checks each answer against the ground truth (no model call).", "verifier",
+    Seat("judge", SeatKind.JUDGE, "Checks each answer against the ground truth (no model call).", RULES,
          takes_policy=False),
 )
 

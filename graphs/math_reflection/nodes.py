@@ -12,8 +12,8 @@ from langgraph.runtime import Runtime
 from graphs.context import EpisodeContext
 from graphs.judges.answers import extract_answer
 from graphs.judges.arithmetic import checker_notes
+from graphs.judges.ground_truth import is_correct
 from graphs.judges.verdict import parse_verdict
-from graphs.judges.verifier import is_correct
 from graphs.math_reflection import prompts
 from graphs.math_reflection.state import Answer, Critique, State
 

@@ -19,7 +19,7 @@ from graphs.negotiation.pool import Pool
 from graphs.negotiation.prompts import negotiator_messages
 from graphs.negotiation.tasks import NEGOTIATION_TASKS
 from graphs.policies.base import Message
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.tasks.base import Task
 
 SEATS = (
@@ -27,7 +27,7 @@ SEATS = (
     Seat("counterpart", SeatKind.CONTEXT, "Bargains against the proposer: a scripted strategy (scripted:tough, "
          "scripted:fair, scripted:conceding) or a model.", "scripted:fair"),
     Seat("judge", SeatKind.JUDGE, "Scores the deal's fairness and each side's coherence by rules; with a model, "
-         "the model also scores the proposer's coherence.", "verifier"),
+         "the model also scores the proposer's coherence.", RULES),
 )
 
 

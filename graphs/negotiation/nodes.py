@@ -22,8 +22,8 @@ from graphs.negotiation.options import NegotiationOptions
 from graphs.negotiation.pool import NEGOTIATORS, DealScores, Pool, parse_move, score_deal
 from graphs.negotiation.rules import check_move, standing_offer
 from graphs.negotiation.state import Decision, MoveRecord, State
+from graphs.seats import RULES
 
-RULES = "rules"
 COHERENCE_RUBRIC = Rubric(
     "coherence",
     "Judge Agent A only. Are its proposals possible with the pool, and consistent with what it said and proposed "

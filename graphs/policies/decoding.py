@@ -31,6 +31,7 @@ from graphs.policies.final_decode import FinalLineState
 from graphs.policies.kv_cache import GrowingLayer
 from graphs.policies.sampling import Sampler
 
+
 @dataclass
 class Row:
     """Decoding state of one request."""

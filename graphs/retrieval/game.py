@@ -13,7 +13,7 @@ from graphs.retrieval.metrics import retrieval_metrics
 from graphs.retrieval.options import RetrievalOptions
 from graphs.retrieval.prompts import researcher_messages
 from graphs.retrieval.tasks import QUESTIONS
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.tasks.base import Task, TaskSourceError
 
 SEATS = (
@@ -23,7 +23,7 @@ SEATS = (
     Seat("planter", SeatKind.CONTEXT, "Plants near-miss distractors of the gold document into the episode's search "
          "index (default: the near-miss bot; a model writes its own).", "scripted:near-miss"),
     Seat("judge", SeatKind.JUDGE, "Rules: the answer against the gold one, citations against the gold documents, "
-         "fooled by a distractor; with a model, also a relevance score on a rubric.", "verifier"),
+         "fooled by a distractor; with a model, also a relevance score on a rubric.", RULES),
 )
 
 

@@ -19,12 +19,11 @@ from graphs.retrieval.distractors import parse_plan, plant, planted_id, planter_
 from graphs.retrieval.prompts import RELEVANCE_QUESTION, relevance_material, researcher_messages
 from graphs.retrieval.state import Planted, State, Step, Verdict
 from graphs.retrieval.tools import SEARCH_TOOL
+from graphs.seats import RULES
 from graphs.seeds import derive_seed
 from graphs.tasks.base import Task
 
 RELEVANCE_RUBRIC = Rubric("relevance", RELEVANCE_QUESTION)
-RULES = "verifier"
-"""the judge policy recorded on the rule judge's judgments"""
 OPENING = "opening"
 """the tool call id of the game's opening search"""
 

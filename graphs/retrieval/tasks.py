@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from graphs.tasks.base import Task, TaskSourceError
-from graphs.tasks.own import OwnTasks
 from graphs.tasks.files import _read_rows
+from graphs.tasks.own import OwnTasks
 
 SHIPPED = "retrieval"
 SHIPPED_QUESTIONS = Path(__file__).parent / "data" / "questions.jsonl"

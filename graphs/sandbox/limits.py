@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-
 _OWN_PROCESSES = 2
 """the runner's supervisor and worker"""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphs.contract import EpisodeOutcome, GameSpec, GateMetric, Practice
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.story.bots import BOTS
 from graphs.story.constraints import Constraints
 from graphs.story.credit import WRITER_CREDIT
@@ -21,7 +21,7 @@ SEATS = (
     Seat("co_writer", SeatKind.CONTEXT, "Writes the passages in between: a model, or a scripted bot "
                                         "(story-template keeps the constraints, story-contradiction breaks a fact)."),
     Seat("judge", SeatKind.JUDGE, "Checks consistency by rules; judges creativity with a model when the seat has "
-                                  "one, else with a labelled rule proxy.", "verifier"),
+                                  "one, else with a labelled rule proxy.", RULES),
 )
 
 

@@ -27,6 +27,7 @@ from langgraph.runtime import Runtime
 
 from graphs.context import EpisodeContext, Reply
 from graphs.judging import Side, judge_preference
+from graphs.seats import RULES
 from graphs.seeds import derive_seed
 from graphs.story import prompts
 from graphs.story.constraints import Constraints
@@ -36,8 +37,6 @@ from graphs.story.rules import PassageCheck, check_passage, new_words
 from graphs.story.state import CO_WRITER, WRITER, Choice, Passage, State, Verdict
 
 JUDGE = "judge"
-RULES = "rules"
-"""judge_policy of the rule judgments"""
 PROXY = "rules:new-words"
 """judge_policy of the creativity proxy's judgments"""
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from graphs.contract import EpisodeOutcome, GameSpec, GateMetric
 from graphs.policies.base import Message
-from graphs.seats import Seat, SeatKind
+from graphs.seats import RULES, Seat, SeatKind
 from graphs.tasks.base import Task
 from graphs.textarena_games import credit
 from graphs.textarena_games.bots import BOTS
@@ -28,7 +28,7 @@ SEATS = (
     Seat(OPPONENT, SeatKind.CONTEXT, "Plays the other player: a scripted bot (scripted:textarena-random, "
          "scripted:textarena-first) or a model.", "scripted:textarena-random"),
     Seat("judge", SeatKind.JUDGE, "textarena's own rules: each move's validity and the final rewards (no model call).",
-         "verifier", takes_policy=False),
+         RULES, takes_policy=False),
 )
 
 

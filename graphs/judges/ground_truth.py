@@ -7,7 +7,7 @@ math-verify's own timeouts use ``signal.alarm``, which fails outside the main th
 are turned off here. That leaves one way to hang: an answer whose value is astronomically large
 (``9^{9^{9}}``) makes sympy compute it while holding the GIL, freezing every thread. Such
 answers are refused before comparison (judged incorrect): a model being trained against this
-verifier must not be able to stop training by writing a power tower.
+check must not be able to stop training by writing a power tower.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ for _name in ("math_verify.parser", "math_verify.grader"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
 MAX_EXPONENT = 10_000
-"""Largest numeric exponent (and factorial argument) the verifier agrees to evaluate."""
+"""Largest numeric exponent (and factorial argument) this check agrees to evaluate."""
 
 _PLAIN_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")
 
