@@ -20,10 +20,9 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, bindparam, select, update
 
-from storage.models import Base
 from storage.tables import COMMIT_SEQUENCE as _SEQUENCE
+from storage.tables import EPISODES as _EPISODES
 
-_EPISODES = Base.metadata.tables["episodes"]
 ROW_ID = 1
 """the id of the table's one row (inserted by migration 0007)"""
 

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select
 
 from storage.models import Evaluation
-from storage.rows import EPISODES, REWARDS, TURNS
+from storage.tables import EPISODES, REWARDS, TURNS
 
 
 @dataclass(frozen=True)

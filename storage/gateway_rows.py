@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from sqlalchemy import Engine, func, select
 
-from storage.rows import EPISODES, TURNS
+from storage.tables import EPISODES, TURNS
 
 
 class TurnPlace(NamedTuple):

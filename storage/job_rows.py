@@ -13,9 +13,10 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 
 from storage.models import AdapterVersion, JobStatus, TrainingJob
+from storage.tables import JOBS
 
 _JOBS = select(
-    *TrainingJob.__table__.c,
+    *JOBS.c,
     AdapterVersion.role.label("adapter_role"),
     AdapterVersion.version.label("adapter_version"),
 ).outerjoin(AdapterVersion, AdapterVersion.id == TrainingJob.adapter_version_id)

@@ -16,13 +16,15 @@ from collections.abc import Mapping
 from sqlalchemy import ColumnElement, Connection, Engine, select, update
 
 from storage.engine import in_transaction
-from storage.models import Base, RunStatus
+from storage.models import RunStatus
 from storage.records import EpisodeStatus, utcnow
+from storage.tables import EPISODE_PAYLOADS as _EPISODE_PAYLOADS
+from storage.tables import EPISODES as _EPISODES
+from storage.tables import RUNS as _RUNS
 
 ORPHAN_ERROR = "interrupted: the process playing it ended"
 INTERRUPTED_STAGE = "interrupted"
 
-_RUNS, _EPISODES, _EPISODE_PAYLOADS = (Base.metadata.tables[n] for n in ("runs", "episodes", "episode_payloads"))
 
 
 def fail_running_episodes(conn: Connection, which: ColumnElement[bool], error: str) -> int:

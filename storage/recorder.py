@@ -32,7 +32,7 @@ from typing import Any, Self
 from sqlalchemy import Engine, insert, update
 
 from storage.engine import DatabaseError, driver_message, in_transaction
-from storage.models import Base, RunStatus
+from storage.models import RunStatus
 from storage.orphans import fail_running_episodes, mark_orphans
 from storage.records import (
     EpisodeEnd,
@@ -45,12 +45,13 @@ from storage.records import (
     utcnow,
 )
 from storage.redact import redact
-from storage.rows import EPISODES, episode_of, fail_unstored, to_rows, write_rows
+from storage.rows import episode_of, fail_unstored, to_rows, write_rows
 from storage.storable import storable
+from storage.tables import EPISODES
+from storage.tables import RUNS as _RUNS
 
 __all__ = ["NullRecorder", "Recorder", "RecorderStats", "mark_orphans"]
 
-_RUNS = Base.metadata.tables["runs"]
 _STOP = object()
 _FINISHED_RUN_STATUSES = frozenset(RunStatus) - {RunStatus.RUNNING}
 

@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy import Connection, Table, bindparam, insert, update
 
 from storage.commits import stamp_ended
-from storage.models import Base
 from storage.records import (
     EpisodeEnd,
     EpisodeStart,
@@ -25,11 +24,8 @@ from storage.records import (
     TurnRecord,
     utcnow,
 )
+from storage.tables import EPISODE_PAYLOADS, EPISODES, JUDGMENTS, REWARDS, TURN_PAYLOADS, TURNS
 
-EPISODES, EPISODE_PAYLOADS, TURNS, TURN_PAYLOADS, REWARDS, JUDGMENTS = (
-    Base.metadata.tables[name]
-    for name in ("episodes", "episode_payloads", "turns", "turn_payloads", "rewards", "judgments")
-)
 INSERT_ORDER = (EPISODES, EPISODE_PAYLOADS, TURNS, TURN_PAYLOADS, REWARDS, JUDGMENTS)
 """Parents before children, so that foreign keys hold inside a batch."""
 

@@ -33,7 +33,8 @@ from graphs.policies.base import CANCELLED
 from storage.models import DatasetSnapshot, TurnPayload
 from storage.recorder import Recorder
 from storage.records import EpisodeEnd, EpisodeStart, EpisodeStatus, JudgmentRecord, RewardRecord, TurnRecord
-from storage.rows import TURNS, to_rows, write_rows
+from storage.rows import to_rows, write_rows
+from storage.tables import TURNS
 from tests.factories import T0, new_id
 from training.datasets import (
     DatasetMismatchError,

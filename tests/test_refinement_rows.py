@@ -18,7 +18,7 @@ from graphs.math_reflection.game import with_answer_line
 from graphs.math_reflection.prompts import refine_messages
 from graphs.registry import get_game
 from storage.recorder import Recorder
-from storage.rows import TURN_PAYLOADS
+from storage.tables import TURN_PAYLOADS
 from tests.test_datasets import BASE, actor_prompt, build, play_math, rows_of
 from tests.test_games import play_reflection, replay
 from training.datasets import SFTOptions, load_snapshot
