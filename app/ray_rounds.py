@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from app.playing import PlayJob
-from app.ray_workers import Cluster, evaluation_player, play_on_ray
+from app.ray_workers import Cluster, evaluation_player, on_ray_gpu, play_on_ray
 from graphs.context import GameOptions
 from graphs.policies.policy import Policy
 from graphs.tasks.base import Task
@@ -102,14 +102,11 @@ class RayRounds:
 
 
 def _train(database_url: str, job: dict[str, Any]) -> JobResult:
-    """On a node: the training job, through a store connection of its own (Ray makes the GPU it
-    gave this task cuda:0)."""
+    """On a node: the training job, through a store connection of its own."""
     from storage.engine import open_store
     from training.jobs import run_training_job
 
-    config = job["config"]
-    if config.device.startswith("cuda:"):
-        job = {**job, "config": replace(config, device="cuda")}
+    job = {**job, "config": replace(job["config"], device=on_ray_gpu(job["config"].device))}
     engine = open_store(database_url, migrate=False)
     try:
         return run_training_job(engine, **job)

@@ -197,6 +197,11 @@ def _probe(database_url: str) -> str:
     return socket.gethostname()
 
 
+def on_ray_gpu(device: str) -> str:
+    """The device a Ray worker or task uses for ``device``: Ray makes the GPU it gave it cuda:0."""
+    return "cuda" if device.startswith("cuda:") else device
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else text
@@ -210,8 +215,7 @@ class Worker:
 
     def play(self, job: PlayJob, share: Share) -> int:
         """Play ``share``; returns the tokens the models generated."""
-        if job.settings.device.startswith("cuda:"):  # Ray makes the GPU it gave this worker cuda:0
-            job = replace(job, settings=job.settings.model_copy(update={"device": "cuda"}))
+        job = replace(job, settings=job.settings.model_copy(update={"device": on_ray_gpu(job.settings.device)}))
         summary = play_one_share(job, share, on_loaded=lambda: None, on_episode=lambda _episode: None)
         return int(summary["generated_tokens"])
 

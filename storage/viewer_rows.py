@@ -43,13 +43,6 @@ def list_datasets(engine: Engine) -> list[dict[str, Any]]:
         return [row._asdict() for row in conn.execute(select(*_DS.c).order_by(_DS.c.created_at.desc()))]
 
 
-def dataset_snapshot(engine: Engine, snapshot_id: int | None) -> dict[str, Any] | None:
-    """The columns of dataset snapshot ``snapshot_id`` (None when there is no such snapshot)."""
-    with engine.connect() as conn:
-        row = conn.execute(select(*_DS.c).where(_DS.c.id == snapshot_id)).first()
-    return None if row is None else row._asdict()
-
-
 def list_evaluations(engine: Engine) -> list[dict[str, Any]]:
     names = _AV.alias("baseline")
     stmt = (

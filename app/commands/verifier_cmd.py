@@ -44,7 +44,7 @@ def eval_verifier(
     from graphs.policies.adapter_folder import AdapterFolderError
     from graphs.policies.base_models import ModelLoadError
     from graphs.policies.reward_model import RewardModel
-    from storage.viewer_rows import dataset_snapshot
+    from storage.dataset_rows import snapshot as dataset_snapshot
     from training.adapter_folders import verify_folder
     from training.registry import TRAINING_EVAL, RegistryError, active_version, get_version
 
@@ -60,7 +60,7 @@ def eval_verifier(
     if not record.is_verifier:
         fail(f"{record.name} is a policy (trained by {record.trainer}), not a verifier: train one with "
              "`sparring train reward --role verifier --answers actor`")
-    snapshot = dataset_snapshot(engine, record.dataset_snapshot_id)
+    snapshot = None if record.dataset_snapshot_id is None else dataset_snapshot(engine, record.dataset_snapshot_id)
     game = game or (snapshot["game"] if snapshot else None)
     answers = answers or (snapshot["role"] if snapshot else None)
     if game is None or answers is None:
