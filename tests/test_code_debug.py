@@ -29,7 +29,7 @@ from graphs.sandbox import Limits, Sandbox
 from graphs.sandbox.probe import probe
 from graphs.tasks.base import Task, TaskSourceError
 from storage.engine import open_store
-from storage.models import Judgment, Reward, Turn
+from storage.models import Episode, EpisodePayload, Judgment, Reward, Turn
 from training.datasets import build_snapshot, load_snapshot
 from training.datasets.errors import EmptyDatasetError
 
@@ -360,8 +360,22 @@ def test_played_built_and_evaluated_from_the_cli_with_scripted_seats(env):
         "4096", "--bugs", "breaker", "--format", "json"))}
     assert {"tests_pass_rate", "final_pass_rate", "tests_passed_fraction", "violation_rate", "syntax_error_rate",
             "no_code_rate", "bug_valid_rate"} <= set(metrics)
-    assert all(m["n"] == 6 and m["low"] - 1e-9 <= m["value"] <= m["high"] for name, m in metrics.items()
-               if name in ("tests_pass_rate", "tests_passed_fraction", "violation_rate"))
+    assert _failed_episodes(env) == [], "an episode failed: its stage and error above"
+    for name in ("tests_pass_rate", "tests_passed_fraction", "violation_rate"):
+        m = metrics[name]
+        assert m["n"] == 6 and m["low"] <= m["value"] <= m["high"], m
+
+
+def _failed_episodes(env: Path) -> list[tuple[str, str | None, str | None]]:
+    """(task, stage, error) of each failed episode of the store: a failure's cause, not only its count."""
+    engine = open_store(f"sqlite:///{env / 'code.db'}")
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(select(Episode.task_id, Episode.error_stage, EpisodePayload.error)
+                                     .join(EpisodePayload, EpisodePayload.episode_id == Episode.id)
+                                     .where(Episode.status == "failed")))
+    finally:
+        engine.dispose()
 
 
 def test_bad_input_is_refused_with_the_fix(env):

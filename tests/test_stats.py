@@ -14,6 +14,14 @@ def test_wilson_matches_the_textbook_values():
     assert wilson(0, 0) == Estimate(None, 0)
 
 
+def test_wilson_holds_its_rate_at_every_count_even_at_none_and_all():
+    """Rounding put 0 of 6 below its interval's low end (2.8e-17) and 10 of 10 above its high end."""
+    outside = [(k, n) for n in range(1, 301) for k in range(n + 1)
+               if not wilson(k, n).low <= k / n <= wilson(k, n).high]
+    assert outside == []
+    assert (wilson(0, 6).low, wilson(10, 10).high) == (0.0, 1.0)
+
+
 def test_mean_of_non_binary_outcomes_gets_a_bootstrap_interval_around_it():
     estimate = mean_estimate([0.5, 1.0, 0.0, 0.25, 0.75] * 8)
     assert estimate.value == pytest.approx(0.5)

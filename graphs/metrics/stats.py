@@ -100,14 +100,16 @@ class PairedComparison:
 
 
 def wilson(successes: float, n: int) -> Estimate:
-    """A pass rate with its Wilson score 95% interval."""
+    """A pass rate with its Wilson score 95% interval. The interval always holds the rate; in
+    floating point its ends at 0 of n and n of n round past it (2.8e-17 above 0, 1 - 1.1e-16),
+    so they are pinned to the rate there."""
     if n <= 0:
         return Estimate(None, 0)
     p = successes / n
     denominator = 1 + Z95**2 / n
     centre = (p + Z95**2 / (2 * n)) / denominator
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denominator
-    return Estimate(p, n, max(0.0, centre - half), min(1.0, centre + half))
+    return Estimate(p, n, min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half)))
 
 
 def _is_binary(values: Sequence[float]) -> bool:
