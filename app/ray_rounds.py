@@ -8,8 +8,9 @@ into a child run of the round's run, in the one PostgreSQL store the dataset bui
 by spec: a gate's candidate as ``model:ROLE@vN``, a live version likewise, a stand-in as its
 scripted bot. No worker outlives its share, so a promoted version is deployed to the cluster
 by being named: the next share loads it. A role's training job is a Ray task on a node with a
-GPU when the settings ask for CUDA (else with a worker's CPUs): it records itself in the store
-and publishes its candidate to the registry's folder, which every node mounts at the same path.
+GPU when the settings ask for CUDA (else with a worker's CPUs), or with one for each of its
+``SPARRING_TRAIN_PROCESSES`` data-parallel processes, on one node: it records itself in the
+store and publishes its candidate to the registry's folder, which every node mounts at the same path.
 """
 
 from __future__ import annotations
@@ -70,15 +71,17 @@ class RayRounds:
 
     def run_job(self, engine: Engine, *, progress: Callable[[int, int], None] | None = None,
                 **job: Any) -> JobResult:
-        """``training.jobs.run_training_job`` as a Ray task (``progress`` is not reported from it);
-        Ctrl-C cancels the task."""
+        """``training.jobs.run_training_job`` as a Ray task on one node, with a GPU (or a worker's
+        CPUs) for each of its ``processes`` (``progress`` is not reported from it); Ctrl-C cancels
+        the task."""
         import ray
 
-        train = ray.remote(_train).options(num_cpus=self.cluster.worker_cpus, num_gpus=self.cluster.worker_gpus,
-                                           max_retries=0)
-        ref = train.remote(self.template.settings.database_url, job)
-        held = "1 GPU" if self.cluster.worker_gpus else f"{self.cluster.worker_cpus:g} CPU(s)"
-        self.say(f"{job['role']}'s training job runs on the Ray cluster at {self.cluster.address} ({held})")
+        processes = job.get("processes", 1)
+        resources = self.cluster.training_task(processes)
+        ref = ray.remote(_train).options(**resources, max_retries=0).remote(self.template.settings.database_url, job)
+        held = f"{resources['num_gpus']:g} GPU(s)" if resources["num_gpus"] else f"{resources['num_cpus']:g} CPU(s)"
+        shared = f", {processes} data-parallel processes" if processes > 1 else ""
+        self.say(f"{job['role']}'s training job runs on the Ray cluster at {self.cluster.address} ({held}{shared})")
         try:
             return ray.get(ref)
         except BaseException:

@@ -82,6 +82,23 @@ class Cluster:
     worker_gpus: int
     capacity: int
     """workers the cluster holds at once (its CPUs, or GPUs, over what one worker asks for)"""
+    node: dict[str, float] = field(default_factory=dict)
+    """the most CPUs and GPUs one node has ({"CPU": .., "GPU": ..}): where a training task must fit"""
+
+    def training_task(self, processes: int) -> dict[str, float]:
+        """The resources of a training task of ``processes`` data-parallel processes (Ray's
+        ``num_cpus`` and ``num_gpus``): one GPU each when the workers take GPUs, else a worker's
+        CPUs each; all on one node. RaySetupError when no node has them."""
+        gpus = self.worker_gpus * processes
+        cpus = self.worker_cpus * (1 if gpus else processes)
+        if gpus > self.node.get("GPU", 0) or cpus > self.node.get("CPU", 0):
+            asked = f"{gpus} GPUs" if gpus else f"{cpus:g} CPUs"
+            raise RaySetupError(
+                f"SPARRING_TRAIN_PROCESSES={processes} asks one node of the Ray cluster at {self.address} for "
+                f"{asked}, but its largest has {self.node.get('GPU', 0):g} GPU(s) and {self.node.get('CPU', 0):g} "
+                "CPU(s): lower it, or add a node that has them"
+            )
+        return {"num_cpus": cpus, "num_gpus": gpus}
 
     def close(self) -> None:
         import ray
@@ -150,7 +167,15 @@ def _placement(settings: Settings, address: str, resources: dict[str, float]) ->
         raise RaySetupError(f"the Ray cluster at {address} has {cpus:g} CPU(s), fewer than one worker asks for "
                             f"(SPARRING_RAY_WORKER_CPUS={settings.ray_worker_cpus:g}): lower it or add nodes")
     capacity = int(resources["GPU"]) if gpus else int(cpus // settings.ray_worker_cpus)
-    return Cluster(address, settings.ray_worker_cpus, gpus, max(1, capacity))
+    return Cluster(address, settings.ray_worker_cpus, gpus, max(1, capacity), _largest_node())
+
+
+def _largest_node() -> dict[str, float]:
+    """The most CPUs and the most GPUs one live node of the joined cluster has."""
+    import ray
+
+    alive = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    return {kind: max((float(r.get(kind, 0)) for r in alive), default=0.0) for kind in ("CPU", "GPU")}
 
 
 def _probe_nodes(database_url: str) -> None:

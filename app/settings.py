@@ -126,6 +126,11 @@ class Settings(BaseSettings):
         1.0, gt=0, description="CPUs each Ray worker asks the cluster for (its torch threads on a CPU model); with "
         "SPARRING_DEVICE=cuda each worker also takes one GPU.",
     )
+    train_processes: int = Field(
+        1, ge=1, description="Data-parallel processes of each training job of retrain (sft, dpo, kto): one per GPU "
+        "with SPARRING_DEVICE=cuda, on one node (`retrain --ray`: the training task asks the cluster for that many "
+        "GPUs), else sharing the CPU cores; every optimiser step takes the same rows as in one process.",
+    )
     ray_replays: int = Field(
         2, ge=0, description="How many times the unfinished episodes of a Ray worker that died are played again "
         "on another worker before the command reports them as not played.",

@@ -370,3 +370,17 @@ def _runs(env) -> int:
         count = conn.scalar(select(func.count()).select_from(Run))
     engine.dispose()
     return count
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--trainer", "ppo"], "SPARRING_TRAIN_PROCESSES=2: the ppo trainer trains in one process; sft, dpo, kto train in "
+                           "several"),
+    (["--config", "odd.yaml"], "SPARRING_TRAIN_PROCESSES=2: an optimiser step of 3 x 1 rows"),
+], ids=["ppo", "odd-batch"])
+def test_retrain_refuses_data_parallel_training_it_cannot_share_before_playing(env, monkeypatch, args, message):
+    monkeypatch.setenv("SPARRING_TRAIN_PROCESSES", "2")
+    (env / "odd.yaml").write_text("train:\n  per_device_train_batch_size: 3\n")
+    result = runner.invoke(app, ["retrain", "--once", *[str(env / a) if a.endswith(".yaml") else a for a in args]])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert not (env / "loop.db").exists() or _runs(env) == 0

@@ -306,12 +306,14 @@ def test_retrain_on_ray_plays_its_episodes_and_evaluations_on_the_cluster(cluste
     engine.dispose()
 
 
+@pytest.mark.parametrize("processes", [1, 2], ids=["one-process", "data-parallel"])
 def test_a_training_job_runs_as_a_task_of_the_cluster(cluster: str, postgres_url: str, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """What `retrain --ray` trains with: the job runs as a Ray task, records itself in the store and
-    publishes its candidate to the registry's folder."""
+                                                       monkeypatch: pytest.MonkeyPatch, processes: int) -> None:
+    """What `retrain --ray` trains with: the job runs as a Ray task on one node (with two
+    data-parallel processes: the CPUs of two workers, gloo between them), records itself in the
+    store and publishes its candidate to the registry's folder."""
     from app.ray_rounds import RayRounds
-    from app.ray_workers import connect
+    from app.ray_workers import RaySetupError, connect
     from app.settings import load_settings
     from graphs.policies.base import SamplingParams
     from graphs.registry import get_game
@@ -334,9 +336,13 @@ def test_a_training_job_runs_as_a_task_of_the_cluster(cluster: str, postgres_url
                            SamplingParams(), 1, None, {})
         result = RayRounds(joined, engine, template, say=said.append).run_job(
             engine, kind="sft", role="actor", rows=rows, config=config, adapters_root=tmp_path / "adapters",
-            cache_dir=tmp_path / "cache", isolated=True)
-    assert said == [f"actor's training job runs on the Ray cluster at {cluster} (0.5 CPU(s))"]
+            cache_dir=tmp_path / "cache", isolated=True, processes=processes)
+        with pytest.raises(RaySetupError, match="SPARRING_TRAIN_PROCESSES=64 asks one node of the Ray cluster"):
+            joined.training_task(64)
+    held = "0.5 CPU(s)" if processes == 1 else "1 CPU(s), 2 data-parallel processes"
+    assert said == [f"actor's training job runs on the Ray cluster at {cluster} ({held})"]
     assert result.adapter.name == "actor@v1" and result.metrics["steps"] == 2
+    assert result.metrics["processes"] == processes
     assert (Path(result.adapter.path) / "adapter_model.safetensors").is_file()
     [job] = list_jobs(engine)
     assert (job.id, job.status, job.role) == (result.job_id, "succeeded", "actor")

@@ -12,16 +12,21 @@ well puts both in one address space for the rest of the run. In a child process 
 
 The child is spawned (a fresh interpreter: no threads or backend state inherited), gets the
 job through a pipe, reports progress and log entries through it and sends back the ``TrainResult``.
+Several children train one job data-parallel, one per GPU (``SPARRING_TRAIN_PROCESSES``).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import socket
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.signals import raised_in_block
@@ -41,57 +46,88 @@ def train_in_child(
     rows: Sequence[Mapping[str, Any]] | Any,
     config: Any,
     *,
+    processes: int = 1,
     progress: Callable[[int, int], None] | None = None,
     on_log: Callable[[dict[str, float]], None] | None = None,
     **kwargs: Any,
 ) -> TrainResult:
     """The train function of trainer kind ``kind`` (``training.trainers.kinds``), called in a
     spawned child process with the same arguments; returns its result, or raises TrainerDied
-    with the child's error."""
+    with the child's error.
+
+    ``processes`` above 1: that many children train data-parallel (torch.distributed through
+    TRL's Trainer: one GPU each under CUDA, else gloo, the CPU cores shared among them). Each
+    gets ``config`` as it is (``TrainingConfig.split_across`` makes one with the same effective
+    batch); rank 0 writes the adapter and reports progress, the others write to a temporary
+    folder. One child that fails stops them all."""
     context = multiprocessing.get_context("spawn")
-    ours, theirs = context.Pipe()
-    child = context.Process(target=_child_main, args=(theirs,), name=f"sparring-train-{kind}", daemon=True)
+    port = _free_port() if processes > 1 else 0
+    ranks: list[tuple[multiprocessing.process.BaseProcess, Connection]] = []
     # Ctrl-C and SIGTERM raise here while the parent waits, even where an event loop owns them
-    # (its handlers would act once the training is over); caught from before the child exists
+    # (its handlers would act once the training is over); caught from before the children exist
     with raised_in_block(signal.SIGINT, signal.SIGTERM):
         try:
-            child.start()
-            theirs.close()
-            ours.send((kind, rows, config, kwargs))
-            return _wait(child, ours, progress, on_log)
+            for rank in range(processes):
+                ours, theirs = context.Pipe()
+                name = f"sparring-train-{kind}" + (f"-rank{rank}" if processes > 1 else "")
+                child = context.Process(target=_child_main, args=(theirs, rank, processes, port), name=name,
+                                        daemon=True)
+                ranks.append((child, ours))
+                child.start()
+                theirs.close()
+                ours.send((kind, rows, config, kwargs))
+            return _wait(ranks, progress, on_log)
         except BaseException:
-            if child.is_alive():
-                child.terminate()
+            for child, _ in ranks:
+                if child.is_alive():
+                    child.terminate()
             raise
         finally:
-            if child.pid is not None:  # started
-                child.join()
-            ours.close()
+            for child, conn in ranks:
+                if child.pid is not None:  # started
+                    child.join()
+                conn.close()
 
 
-def _wait(child: multiprocessing.process.BaseProcess, conn: Connection,
+def _free_port() -> int:
+    """A TCP port of this host that nothing listens on now (rank 0's rendezvous)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait(ranks: Sequence[tuple[multiprocessing.process.BaseProcess, Connection]],
           progress: Callable[[int, int], None] | None,
           on_log: Callable[[dict[str, float]], None] | None) -> TrainResult:
-    while True:
-        if not conn.poll(POLL_S):
-            if not child.is_alive() and not conn.poll():
-                raise _died(child)
+    """Rank 0's result once every rank has sent its own."""
+    results: dict[int, TrainResult] = {}
+    while len(results) < len(ranks):
+        waiting = [(rank, child, conn) for rank, (child, conn) in enumerate(ranks) if rank not in results]
+        if not wait([conn for _, _, conn in waiting], POLL_S):
+            for _, child, conn in waiting:
+                if not child.is_alive() and not conn.poll():
+                    raise _died(child)
             continue
-        try:
-            message = conn.recv()
-        except EOFError:
-            raise _died(child) from None
-        match message:
-            case ("progress", step, total):
-                if progress is not None:
-                    progress(step, total)
-            case ("log", entry):
-                if on_log is not None:
-                    on_log(entry)
-            case ("done", result):
-                return result
-            case ("error", error, trace):
-                raise TrainerDied(f"{error}\n(in the trainer process)\n{trace}")
+        for rank, child, conn in waiting:
+            if not conn.poll():
+                continue
+            try:
+                message = conn.recv()
+            except EOFError:
+                raise _died(child) from None
+            match message:
+                case ("progress", step, total):
+                    if progress is not None:
+                        progress(step, total)
+                case ("log", entry):
+                    if on_log is not None:
+                        on_log(entry)
+                case ("done", result):
+                    results[rank] = result
+                case ("error", error, trace):
+                    where = f"the trainer process of rank {rank}" if len(ranks) > 1 else "the trainer process"
+                    raise TrainerDied(f"{error}\n(in {where})\n{trace}")
+    return results[0]
 
 
 def _died(child: multiprocessing.process.BaseProcess) -> TrainerDied:
@@ -103,17 +139,26 @@ def _died(child: multiprocessing.process.BaseProcess) -> TrainerDied:
         reason = f"signal {name}" + (": killed, out of memory?" if name == "SIGKILL" else "")
     else:
         reason = f"exit code {code}"
-    return TrainerDied(f"the trainer process exited without a result ({reason})")
+    return TrainerDied(f"the trainer process {child.name} exited without a result ({reason})")
 
 
-def _child_main(conn: Connection) -> None:
+def _child_main(conn: Connection, rank: int, world: int, port: int) -> None:
+    if world > 1:  # before torch is imported: accelerate reads these when TRL's Trainer starts
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     from training.trainers.kinds import trainer_kind
 
     try:
         kind, rows, config, kwargs = conn.recv()
+        if world > 1:
+            _take_share(config.device, rank, world)
         train = trainer_kind(kind).train
-        result = train(rows, config, progress=lambda step, total: conn.send(("progress", step, total)),
-                       on_log=lambda entry: conn.send(("log", entry)), **kwargs)
+        if rank == 0:
+            result = train(rows, config, progress=lambda step, total: conn.send(("progress", step, total)),
+                           on_log=lambda entry: conn.send(("log", entry)), **kwargs)
+        else:  # beside rank 0, which alone writes the adapter
+            with tempfile.TemporaryDirectory(prefix=f"sparring-rank{rank}-") as work:
+                result = train(rows, config, **{**kwargs, "output_dir": Path(work) / "adapter"})
         conn.send(("done", result))
     except KeyboardInterrupt:
         sys.exit(130)
@@ -122,3 +167,15 @@ def _child_main(conn: Connection) -> None:
         sys.exit(1)
     finally:
         conn.close()
+
+
+def _take_share(device: str, rank: int, world: int) -> None:
+    """Rank ``rank``'s GPU (``cuda`` then means it), or its share of this process's CPU cores."""
+    import torch
+
+    from training.trainers.lora import uses_cpu
+
+    if not uses_cpu(device):
+        torch.cuda.set_device(rank)
+    else:
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // world))

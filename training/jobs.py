@@ -87,19 +87,25 @@ def run_training_job(
     progress: Callable[[int, int], None] | None = None,
     extra: Mapping[str, Any] | None = None,
     isolated: bool = False,
+    processes: int = 1,
 ) -> JobResult:
     """Record the job, train (``kind``: a row of ``training.trainers.kinds``; ``rows``: dataset
     rows, or the tasks GRPO plays; ``extra``: further keyword arguments of the trainer), publish
     the adapter as a candidate. ``isolated``: train in a child process (``training.isolated``;
-    dataset trainers only)."""
+    dataset trainers only). ``processes`` above 1: in that many, data-parallel, with the
+    config's effective batch (data-parallel trainers only; isolated implied)."""
     from training.trainers.kinds import kind_names, trainer_kind
 
     train = trainer_kind(kind).train
-    if isolated:
+    if processes > 1 and not trainer_kind(kind).data_parallel:
+        raise ValueError(f"the {kind} trainer trains in one process; {', '.join(kind_names(data_parallel=True))} "
+                         f"train in several (SPARRING_TRAIN_PROCESSES={processes})")
+    if isolated or processes > 1:
         if not trainer_kind(kind).reads_snapshot:
             dataset_kinds = ", ".join(kind_names(reads_snapshot=True))
             raise ValueError(f"only the dataset trainers ({dataset_kinds}) run isolated, not {kind!r}")
-        train = partial(train_in_child, kind)
+        train = partial(train_in_child, kind, processes=processes)
+    per_process = config.split_across(processes)  # before the job is recorded: a batch that does not split
     check_json(config.to_dict(), "config")  # publish checks it again: refuse before training, not after
     extra = dict(extra or {})
     if dataset_snapshot_id is not None:
@@ -130,7 +136,7 @@ def run_training_job(
     (work / OWNER_FILE).write_text(json.dumps(owner))
     try:
         result = train(
-            rows, config, role=role, output_dir=work / "adapter", cache_dir=cache_dir,
+            rows, per_process, role=role, output_dir=work / "adapter", cache_dir=cache_dir,
             parent_adapter=parent.path if parent else None, progress=progress, on_log=on_log, **extra,
         )
         record = publish(

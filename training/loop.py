@@ -190,6 +190,8 @@ class Rounds:
     """plays the practice and training episodes instead of this process (a Ray cluster)"""
     run_job: RunJob = run_training_job
     """trains each role's candidate"""
+    train_processes: int = 1
+    """data-parallel processes of each training job (``SPARRING_TRAIN_PROCESSES``)"""
 
 
 async def retrain_rounds(setup: Rounds, *, rounds: int, report: Sequence[Evaluator] = ()) -> RoundsOutcome:
@@ -235,6 +237,7 @@ async def retrain_round(setup: Rounds, round_index: int) -> RoundOutcome:
                     rows=lambda role=role: sft_options(config, game, role), gated_on=sets,
                     base_model=setup.base_model, device=setup.device, store_dir=setup.store_dir,
                     cache_dir=setup.cache_dir, seed=setup.seed, say=setup.say, run_job=setup.run_job,
+                    processes=setup.train_processes,
                     progress=lambda step, total, role=role: setup.progress(f"round {round_index}: train {role}",
                                                                            step, total))
                 outcomes.append(outcome)
@@ -372,11 +375,11 @@ async def train_and_gate(
     engine: Engine, game: str, config: RetrainConfig, role: str, gate: Callable[[AdapterRecord], Awaitable[GateResult]],
     *, rows: Callable[[], SFTOptions | None] = lambda: None, gated_on: str, base_model: str, device: str,
     store_dir: Path, cache_dir: Path, seed: int, say: Callable[[str], None], progress: Callable[[int, int], None],
-    run_job: RunJob = run_training_job,
+    run_job: RunJob = run_training_job, processes: int = 1,
 ) -> RoleOutcome:
     """Build ``role``'s rows of ``game`` since the watermark (``rows``: how), train a candidate from
-    the active version with ``run_job``, and ``gate`` it (``gated_on``: what the gate plays, for the
-    message); any failure is the outcome's."""
+    the active version with ``run_job`` (in ``processes`` data-parallel ones), and ``gate`` it
+    (``gated_on``: what the gate plays, for the message); any failure is the outcome's."""
     outcome = RoleOutcome(role, "failed")
     try:
         options = rows()
@@ -396,7 +399,7 @@ async def train_and_gate(
         say(f"training {role} ({config.trainer}) on {snapshot.row_count} rows")
         job = run_job(engine, kind=config.trainer, role=role, rows=rows, config=train_config,
                       adapters_root=store_dir / "adapters", cache_dir=cache_dir, parent=active_version(engine, role),
-                      dataset_snapshot_id=snapshot.id, progress=progress, isolated=True)
+                      dataset_snapshot_id=snapshot.id, progress=progress, isolated=True, processes=processes)
         outcome.candidate = job.adapter.name
         say(f"gating {job.adapter.name} on {gated_on}")
         result = await gate(job.adapter)

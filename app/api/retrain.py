@@ -182,12 +182,14 @@ def retrain(
     config = replace(config, train_options=_train_options(config.trainer, file_train, chosen, source, flags))
     plan = _plan(spec, config, chosen, options, _or_default("eval_tasks", eval_tasks), report_tasks, guards, seats)
     _check_ray(ray or chosen.ray_address, config, plan)
+    _check_processes(config, chosen)
     engine = open_for_work(chosen.database_url, progress.say)
     _check_draws(engine, spec, plan.seats)
     note = _judge_note(spec, config) if merged["judge_rows"] is None else None
     reported = _or_default("report", report)
     cluster = ray_cluster(chosen, ray)
     with cluster or nullcontext():
+        _check_training_task(cluster, chosen.train_processes)
         done = _rounds(engine, chosen, spec, config, plan, rounds=rounds, report=reported, note=note,
                        progress=progress, temperature=_or_default("temperature", temperature),
                        max_new_tokens=_or_default("max_new_tokens", max_new_tokens), cluster=cluster)
@@ -331,6 +333,36 @@ def _check_ray(address: str | None, config: RetrainConfig, plan: _Plan) -> None:
                          "with --ray, name one policy per seat")
 
 
+def _check_processes(config: RetrainConfig, chosen: Settings) -> None:
+    """SPARRING_TRAIN_PROCESSES above 1 with a trainer, or an optimiser step, that cannot be shared
+    among them: refused before anything plays."""
+    from training.trainers.kinds import kind_names, trainer_kind
+
+    processes = chosen.train_processes
+    if processes == 1:
+        return
+    kind = trainer_kind(config.trainer)
+    if not kind.data_parallel:
+        raise InputError(f"SPARRING_TRAIN_PROCESSES={processes}: the {kind.name} trainer trains in one process; "
+                         f"{', '.join(kind_names(data_parallel=True))} train in several (or set it to 1)")
+    try:
+        kind.config_type(model=chosen.model, **config.train_options).split_across(processes)
+    except ValueError as exc:
+        raise InputError(f"SPARRING_TRAIN_PROCESSES={processes}: {exc}") from None
+
+
+def _check_training_task(cluster: Cluster | None, processes: int) -> None:
+    """A node of the cluster holds a training task of ``processes`` processes (else InputError)."""
+    from app.ray_workers import RaySetupError
+
+    if cluster is None:
+        return
+    try:
+        cluster.training_task(processes)
+    except RaySetupError as exc:
+        raise InputError(str(exc)) from None
+
+
 def _check_draws(engine: Engine, spec: GameSpec, seats: dict[str, str]) -> None:
     """A pool naming versions the registry lacks is refused before anything plays."""
     from app.seat_pools.resolve import check_draws
@@ -391,6 +423,7 @@ def _rounds(engine: Engine, chosen: Settings, spec: GameSpec, config: RetrainCon
             setup = Rounds(engine, spec, factory.model_backend(), live, gates, config, base_model=chosen.model,
                            device=chosen.device, store_dir=chosen.store_dir, cache_dir=chosen.cache_dir,
                            seed=chosen.seed, options=plan.options, say=progress.say, progress=progress.phase,
+                           train_processes=chosen.train_processes,
                            draws=RoundDraws(factory, engine, spec, drawn) if drawn else None,
                            **({"elsewhere": on_ray.play, "run_job": on_ray.run_job} if on_ray else {}))
             return await retrain_rounds(setup, rounds=rounds, report=shown)

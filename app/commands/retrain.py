@@ -169,7 +169,8 @@ def retrain(
       `trainer: dpo`, `roles: [critic]`, `min_rows: 32` and `train: {learning_rate: 5e-5,
       loss_type: ipo, lora: {r: 16}}` (an option given here, e.g. `--min-rows 8`, overrides it)
     * `sparring retrain --rounds 3 --ray 10.0.0.5:6379 --db postgresql+psycopg://me@10.0.0.5/sparring`
-      (every round's episodes and evaluations played on a Ray cluster; training on this machine)
+      (every round's episodes, evaluations and training jobs run on a Ray cluster; with
+      SPARRING_TRAIN_PROCESSES=4 and SPARRING_DEVICE=cuda, each job trains on 4 GPUs of a node)
     * `sparring retrain --game debate --roles debater_a --seat debater_b=pool:debater_a/uniform --rounds 3`
       (self-play against its own history: the pool is re-read every round; gates and the
       report play debater_b's default policy, the base model)

@@ -180,6 +180,24 @@ class TrainingConfig:
         """JSON-ready fields (what ``training_jobs.config`` and ``sparring.json`` store)."""
         return asdict(self)
 
+    def split_across(self, processes: int) -> TrainingConfig:
+        """The settings of each of ``processes`` data-parallel processes, with the same effective
+        batch (rows per optimiser step) as these in one: the accumulation, else the batch, divided
+        among them, so the steps, and the recipe, stay those of one process. ValueError when
+        neither divides."""
+        if processes == 1:
+            return self
+        batch, accumulation = self.per_device_train_batch_size, self.gradient_accumulation_steps
+        if accumulation % processes == 0:
+            return replace(self, gradient_accumulation_steps=accumulation // processes)
+        if batch % processes == 0:
+            return replace(self, per_device_train_batch_size=batch // processes)
+        raise ValueError(
+            f"an optimiser step of {batch} x {accumulation} rows (per_device_train_batch_size x "
+            f"gradient_accumulation_steps) does not split among {processes} processes: make either a multiple "
+            f"of {processes}, or train with as many processes as divide one of them"
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class TRLTrainingConfig(TrainingConfig):

@@ -142,6 +142,7 @@ def train_with_trl(
         output = trainer.train()
         log_history = [numeric(entry) for entry in trainer.state.log_history]
         metrics = final_metrics(log_history, output.training_loss, output.global_step, output.metrics)
+        metrics["processes"] = float(args.world_size)  # data-parallel processes that trained it
         if not math.isfinite(metrics["train_loss"]):
             raise TrainingDivergedError(
                 f"The {kind} loss became {metrics['train_loss']} (diverged); no adapter was written. Lower "
