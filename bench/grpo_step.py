@@ -13,7 +13,8 @@ tokens would take at 6 x params FLOPs a token (2 to generate the rollout, 2 forw
 backward through the frozen weights to train on it: an upper bound, since generation re-reads
 no prompt token and the adapters' own FLOPs are left out).
 
-    python -m bench.grpo_step                     # float32 vs bfloat16, 3 steps each
+    python -m bench.grpo_step                     # float32 vs bfloat16, 3 steps each (float32
+                                                  # alone where the CPU would emulate bfloat16)
     python -m bench.grpo_step --steps 5 --settings bfloat16 float32
 """
 
@@ -35,7 +36,7 @@ import torch
 
 from app import api
 from bench.common import note, print_table
-from bench.play_throughput import matmul_peak_flops
+from bench.play_throughput import matmul_peak_flops, precisions_to_time
 from graphs.policies.base_models import load_model
 
 warnings.filterwarnings("ignore", category=FutureWarning)  # TRL's use of transformers' renamed APIs
@@ -46,19 +47,21 @@ PRECISIONS = ("float32", "bfloat16")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3, help="optimiser steps per setting (default 3)")
-    parser.add_argument("--settings", nargs="+", choices=PRECISIONS, default=list(PRECISIONS),
-                        help="precisions to time, the first is the baseline (default: float32 bfloat16)")
+    parser.add_argument("--settings", nargs="+", choices=PRECISIONS, default=None,
+                        help="precisions to time, the first is the baseline (default: float32 bfloat16, "
+                             "float32 alone on a CPU without bfloat16 instructions)")
     args = parser.parse_args()
+    names = precisions_to_time(args.settings, PRECISIONS)
     settings = api.settings()
     model, _ = load_model(settings.model, cache_dir=settings.cache_dir, device="cpu")
     params = sum(p.numel() for p in model.parameters())
     del model
-    peaks = {name: matmul_peak_flops(getattr(torch, name), torch.device("cpu")) for name in args.settings}
+    peaks = {name: matmul_peak_flops(getattr(torch, name), torch.device("cpu")) for name in names}
     note(f"{args.steps} GRPO steps per setting; {params / 1e6:.1f} M params, matmul peak "
-         + ", ".join(f"{peaks[name] / 1e9:.1f} GFLOP/s in {name}" for name in args.settings))
+         + ", ".join(f"{peaks[name] / 1e9:.1f} GFLOP/s in {name}" for name in names))
     table, baseline = [], None
     with tempfile.TemporaryDirectory(prefix="sparring-bench-grpo-") as workdir:
-        for name in args.settings:
+        for name in names:
             note(f"training: {name}")
             folder = Path(workdir) / name
             folder.mkdir()
@@ -75,7 +78,7 @@ def main() -> None:
             share = f"{tokens * 6 * params / seconds / peaks[name]:.0%}" if tokens else "n/a"
             table.append([name, seconds / steps, 60 * steps / seconds, seconds / steps / baseline,
                           result.metrics.get("reward", float("nan")), share])
-    print(f"Online GRPO on the bundled model, {args.steps} steps each, time against {args.settings[0]}:")
+    print(f"Online GRPO on the bundled model, {args.steps} steps each, time against {names[0]}:")
     print_table(["precision", "s/step", "steps/min", "time ratio", "reward", "of peak"], table)
 
 

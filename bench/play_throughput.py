@@ -37,6 +37,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -45,10 +46,12 @@ import torch
 
 from app import api
 from bench.backend_throughput import raw_generate
+from bench.common import note
 from graphs.episodes import play
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.math_reflection.prompts import actor_messages
 from graphs.policies.base import SamplingParams
+from graphs.policies.base_models import native_bf16_cpu
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
 from graphs.registry import get_game
@@ -64,6 +67,29 @@ MATMUL_SIZE = 2048
 def matmul_size(device: torch.device) -> int:
     """A square matmul big enough to reach the device's peak: 2048 on a CPU, 8192 on a GPU."""
     return MATMUL_SIZE if device.type == "cpu" else 4 * MATMUL_SIZE
+
+
+EMULATED_BFLOAT16 = ("this CPU has no bfloat16 instructions (AVX512-BF16 or AMX): its bfloat16 products are "
+                     "emulated, many times slower than float32")
+
+
+def precisions_to_time(asked: Sequence[str] | None, default: Sequence[str]) -> list[str]:
+    """The precisions a benchmark times: those ``asked``, else ``default`` without bfloat16 on a
+    CPU that would emulate it (hours for a training benchmark); says which."""
+    if asked is not None:
+        if "bfloat16" in asked:
+            note_emulated_bfloat16()
+        return list(asked)
+    if "bfloat16" in default and not native_bf16_cpu():
+        note(f"bfloat16 left out ({EMULATED_BFLOAT16}); name it in --settings to time it anyway")
+        return [name for name in default if name != "bfloat16"]
+    return list(default)
+
+
+def note_emulated_bfloat16() -> None:
+    """Say, on a CPU without bfloat16 instructions, that bfloat16 will be slow here."""
+    if not native_bf16_cpu():
+        note(EMULATED_BFLOAT16[0].upper() + EMULATED_BFLOAT16[1:])
 
 
 def matmul_peak_flops(dtype: torch.dtype, device: torch.device, seconds: float = 2.0) -> float:

@@ -37,7 +37,7 @@ import torch
 
 from app import api
 from bench.common import note, print_table
-from bench.play_throughput import matmul_peak_flops
+from bench.play_throughput import matmul_peak_flops, note_emulated_bfloat16
 from graphs.math_reflection.prompts import actor_messages, refine_messages
 from graphs.policies.base_models import load_model
 from graphs.tasks.arithmetic import problems
@@ -83,9 +83,12 @@ def main() -> None:
     model, _ = load_model(settings.model, cache_dir=settings.cache_dir, device="cpu")
     params = sum(p.numel() for p in model.parameters())
     del model
-    peaks = {dtype: matmul_peak_flops(getattr(torch, dtype), torch.device("cpu")) for dtype in ("float32", "bfloat16")}
+    precisions = ["float32", *(["bfloat16"] if "bfloat16" in args.settings else [])]
+    if "bfloat16" in precisions:
+        note_emulated_bfloat16()
+    peaks = {dtype: matmul_peak_flops(getattr(torch, dtype), torch.device("cpu")) for dtype in precisions}
     note(f"{len(data)} rows, {args.steps} steps of {args.batch_size}; {params / 1e6:.1f} M params, matmul peak "
-         f"{peaks['float32'] / 1e9:.1f} GFLOP/s in float32, {peaks['bfloat16'] / 1e9:.1f} in bfloat16")
+         + ", ".join(f"{peaks[dtype] / 1e9:.1f} GFLOP/s in {dtype}" for dtype in precisions))
     table, baseline = [], None
     with tempfile.TemporaryDirectory(prefix="sparring-bench-sft-") as workdir:
         for name in args.settings:
