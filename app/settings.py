@@ -127,9 +127,10 @@ class Settings(BaseSettings):
         "SPARRING_DEVICE=cuda each worker also takes one GPU.",
     )
     train_processes: int = Field(
-        1, ge=1, description="Data-parallel processes of each training job of retrain (sft, dpo, kto): one per GPU "
-        "with SPARRING_DEVICE=cuda, on one node (`retrain --ray`: the training task asks the cluster for that many "
-        "GPUs), else sharing the CPU cores; every optimiser step takes the same rows as in one process.",
+        1, ge=1, description="Data-parallel processes of each training job of train and retrain (sft, dpo, kto, "
+        "reward): one per GPU with SPARRING_DEVICE=cuda, on one node (`retrain --ray`: the training task asks the "
+        "cluster for that many GPUs), else sharing the CPU cores; every optimiser step takes the same rows as in "
+        "one process.",
     )
     ray_replays: int = Field(
         2, ge=0, description="How many times the unfinished episodes of a Ray worker that died are played again "

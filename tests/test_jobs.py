@@ -54,21 +54,25 @@ def test_an_isolated_job_trains_in_a_child_and_reports_its_progress(tmp_path):
         assert conn.execute(select(TrainingJob.status)).scalar_one() == "succeeded"
 
 
-def test_a_killed_trainer_process_fails_its_job_and_the_caller_goes_on(tmp_path):
-    """The OOM killer's SIGKILL, sent to the child at its first step."""
+@pytest.mark.parametrize(("processes", "victim"), [(1, "sparring-train-sft"), (2, "sparring-train-sft-rank1")],
+                         ids=["isolated", "data-parallel"])
+def test_a_killed_trainer_process_fails_its_job_and_the_caller_goes_on(tmp_path, processes, victim):
+    """The OOM killer's SIGKILL, sent to the child (data-parallel: the rank beside rank 0) at its
+    first step: the job fails, naming it, and no trainer process is left."""
     engine = open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
     model = str(save_tiny_model(tmp_path / "tiny"))
 
     def kill_the_trainer(step: int, total: int) -> None:
         for child in multiprocessing.active_children():
-            if child.name == "sparring-train-sft":
+            if child.name == victim:
                 os.kill(child.pid, signal.SIGKILL)
 
-    with pytest.raises(TrainingJobError, match="SIGKILL: killed, out of memory"):
-        run_training_job(engine, kind="sft", role="actor", rows=SUMS,
-                         config=SFTTrainingConfig(model=model, max_steps=50, per_device_train_batch_size=1),
+    with pytest.raises(TrainingJobError, match=f"{victim} exited without a result \\(signal SIGKILL: killed, out of "
+                                               "memory"):
+        run_training_job(engine, kind="sft", role="actor", rows=SUMS * 8,
+                         config=SFTTrainingConfig(model=model, max_steps=50, per_device_train_batch_size=2),
                          adapters_root=tmp_path / "adapters", cache_dir=tmp_path / "cache", isolated=True,
-                         progress=kill_the_trainer)
+                         processes=processes, progress=kill_the_trainer)
     with engine.connect() as conn:
         job = conn.execute(select(TrainingJob.status, TrainingJob.error)).one()
         versions = conn.execute(select(func.count()).select_from(AdapterVersion)).scalar_one()
@@ -113,30 +117,10 @@ def test_a_job_trains_data_parallel_with_the_effective_batch_of_one_process(tmp_
     assert versions == 1 and (job.adapter.path / "adapter_model.safetensors").exists()
 
 
-def test_a_rank_that_dies_fails_the_data_parallel_job_and_stops_the_others(tmp_path):
-    engine = open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
-    model = str(save_tiny_model(tmp_path / "tiny"))
-
-    def kill_rank_1(step: int, total: int) -> None:
-        for child in multiprocessing.active_children():
-            if child.name == "sparring-train-sft-rank1":
-                os.kill(child.pid, signal.SIGKILL)
-
-    with pytest.raises(TrainingJobError, match="sparring-train-sft-rank1 exited without a result \\(signal SIGKILL"):
-        run_training_job(engine, kind="sft", role="actor", rows=SUMS * 8,
-                         config=SFTTrainingConfig(model=model, max_steps=50, per_device_train_batch_size=2),
-                         adapters_root=tmp_path / "adapters", cache_dir=tmp_path / "cache", processes=2,
-                         progress=kill_rank_1)
-    with engine.connect() as conn:
-        status = conn.execute(select(TrainingJob.status)).scalar_one()
-        versions = conn.execute(select(func.count()).select_from(AdapterVersion)).scalar_one()
-    assert status == "failed" and versions == 0 and not multiprocessing.active_children()
-
-
 def test_a_job_that_cannot_run_in_several_processes_is_refused_before_it_is_recorded(tmp_path):
     engine = open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
     model = str(save_tiny_model(tmp_path / "tiny"))
-    cases = [("ppo", PPOTrainingConfig(model=model), "the ppo trainer trains in one process; sft, dpo, kto"),
+    cases = [("ppo", PPOTrainingConfig(model=model), "the ppo trainer trains in one process; sft, dpo, kto, reward"),
              ("sft", SFTTrainingConfig(model=model, per_device_train_batch_size=3),
               "an optimiser step of 3 x 1 rows (per_device_train_batch_size x gradient_accumulation_steps) does not "
               "split among 2 processes")]

@@ -373,8 +373,8 @@ def _runs(env) -> int:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--trainer", "ppo"], "SPARRING_TRAIN_PROCESSES=2: the ppo trainer trains in one process; sft, dpo, kto train in "
-                           "several"),
+    (["--trainer", "ppo"], "SPARRING_TRAIN_PROCESSES=2: the ppo trainer trains in one process; sft, dpo, kto, reward "
+                           "train in several"),
     (["--config", "odd.yaml"], "SPARRING_TRAIN_PROCESSES=2: an optimiser step of 3 x 1 rows"),
 ], ids=["ppo", "odd-batch"])
 def test_retrain_refuses_data_parallel_training_it_cannot_share_before_playing(env, monkeypatch, args, message):

@@ -251,3 +251,26 @@ def test_train_under_accelerate_launch_needs_one_snapshot_and_a_data_parallel_tr
     monkeypatch.setenv("RANK", "1")
     result = CliRunner().invoke(app, ["train", *args])
     assert result.exit_code == 2 and message in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(("launched", "args", "message"), [
+    (True, ["sft", "--role", "actor", "--dataset", "1"], "SPARRING_TRAIN_PROCESSES=2 starts the training processes "
+                                                          "itself; under accelerate launch set it to 1"),
+    (False, ["ppo", "--role", "actor", "--dataset", "1"], "SPARRING_TRAIN_PROCESSES=2: the ppo trainer trains in "
+                                                           "one process"),
+    (False, ["sft", "--role", "actor", "--dataset", "1", "--batch-size", "3"],
+     "SPARRING_TRAIN_PROCESSES=2: an optimiser step of 3 x 1 rows"),
+], ids=["under-accelerate", "ppo", "odd-batch"])
+def test_train_in_several_processes_refuses_what_cannot_share_a_job(
+    launched: bool, args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import app
+
+    monkeypatch.setenv("SPARRING_DATABASE_URL", f"sqlite:///{tmp_path / 'train.db'}")
+    monkeypatch.setenv("SPARRING_TRAIN_PROCESSES", "2")
+    if launched:
+        monkeypatch.setenv("WORLD_SIZE", "2")
+    result = CliRunner().invoke(app, ["train", *args])
+    assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output

@@ -97,15 +97,12 @@ def run_training_job(
     from training.trainers.kinds import kind_names, trainer_kind
 
     train = trainer_kind(kind).train
-    if processes > 1 and not trainer_kind(kind).data_parallel:
-        raise ValueError(f"the {kind} trainer trains in one process; {', '.join(kind_names(data_parallel=True))} "
-                         f"train in several (SPARRING_TRAIN_PROCESSES={processes})")
+    per_process = processes_config(kind, processes, config)  # before the job is recorded
     if isolated or processes > 1:
         if not trainer_kind(kind).reads_snapshot:
             dataset_kinds = ", ".join(kind_names(reads_snapshot=True))
             raise ValueError(f"only the dataset trainers ({dataset_kinds}) run isolated, not {kind!r}")
         train = partial(train_in_child, kind, processes=processes)
-    per_process = config.split_across(processes)  # before the job is recorded: a batch that does not split
     check_json(config.to_dict(), "config")  # publish checks it again: refuse before training, not after
     extra = dict(extra or {})
     if dataset_snapshot_id is not None:
@@ -156,6 +153,22 @@ def run_training_job(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return JobResult(job_id, record, result.metrics)
+
+
+def processes_config(kind: str, processes: int, config: Any) -> Any:
+    """The config each of ``processes`` data-parallel processes trains ``kind`` with (the same
+    effective batch, ``TrainingConfig.split_across``). ValueError, saying why, when ``kind``
+    trains in one process only or the optimiser step does not split."""
+    from training.trainers.kinds import kind_names, trainer_kind
+
+    if processes > 1 and not trainer_kind(kind).data_parallel:
+        several = ", ".join(kind_names(data_parallel=True, verifier=None))
+        raise ValueError(f"SPARRING_TRAIN_PROCESSES={processes}: the {kind} trainer trains in one process; {several} "
+                         "train in several (or set it to 1)")
+    try:
+        return config.split_across(processes)
+    except ValueError as exc:
+        raise ValueError(f"SPARRING_TRAIN_PROCESSES={processes}: {exc}") from None
 
 
 def list_jobs(

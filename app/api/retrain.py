@@ -336,19 +336,16 @@ def _check_ray(address: str | None, config: RetrainConfig, plan: _Plan) -> None:
 def _check_processes(config: RetrainConfig, chosen: Settings) -> None:
     """SPARRING_TRAIN_PROCESSES above 1 with a trainer, or an optimiser step, that cannot be shared
     among them: refused before anything plays."""
-    from training.trainers.kinds import kind_names, trainer_kind
+    from training.jobs import processes_config
+    from training.trainers.kinds import trainer_kind
 
-    processes = chosen.train_processes
-    if processes == 1:
+    if chosen.train_processes == 1:
         return
-    kind = trainer_kind(config.trainer)
-    if not kind.data_parallel:
-        raise InputError(f"SPARRING_TRAIN_PROCESSES={processes}: the {kind.name} trainer trains in one process; "
-                         f"{', '.join(kind_names(data_parallel=True))} train in several (or set it to 1)")
+    train_config = trainer_kind(config.trainer).config_type(model=chosen.model, **config.train_options)
     try:
-        kind.config_type(model=chosen.model, **config.train_options).split_across(processes)
+        processes_config(config.trainer, chosen.train_processes, train_config)
     except ValueError as exc:
-        raise InputError(f"SPARRING_TRAIN_PROCESSES={processes}: {exc}") from None
+        raise InputError(str(exc)) from None
 
 
 def _check_training_task(cluster: Cluster | None, processes: int) -> None:

@@ -172,6 +172,7 @@ def train(
         "report_to": tuple(report_to.split(",") if isinstance(report_to, str) else report_to) if report_to else None,
     }
     config = _trainer_config(kind, trainer.config_type, chosen, flags, Path(config_file) if config_file else None)
+    _check_processes(kind, chosen.train_processes, config)
     # rank 0 alone writes to the store (it records the job); the processes beside it only read it
     engine = open_for_work(chosen.database_url, progress.warn) if rank == 0 else open_store(chosen.database_url)
     start = _start(engine, role, fresh=fresh, parent=parent)
@@ -279,6 +280,20 @@ def _check_launch(trainer: TrainerKind, role: str, dataset: int | None) -> int:
             f"`sparring datasets build {trainer.name} --role {role}` and pass its id with --dataset."
         )
     return rank
+
+
+def _check_processes(kind: str, processes: int, config: TrainingConfig) -> None:
+    """SPARRING_TRAIN_PROCESSES above 1: a data-parallel trainer whose optimiser step splits among
+    them, outside `accelerate launch` (which starts the processes itself); else InputError."""
+    from training.jobs import processes_config
+
+    if processes > 1 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise InputError(f"SPARRING_TRAIN_PROCESSES={processes} starts the training processes itself; under "
+                         "accelerate launch set it to 1 (or run without accelerate launch)")
+    try:
+        processes_config(kind, processes, config)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _trainer_config(kind: str, config_type: type[TrainingConfig], chosen: Settings, flags: dict[str, Any],
@@ -419,7 +434,7 @@ def _run_job(engine: Engine, chosen: Settings, kind: str, role: str, rows: Any, 
             return run_training_job(
                 engine, kind=kind, role=role, rows=rows, config=config, adapters_root=chosen.store_dir / "adapters",
                 cache_dir=chosen.cache_dir, parent=parent, dataset_snapshot_id=snapshot_id, progress=progress.step,
-                extra=extra,
+                extra=extra, processes=chosen.train_processes,
             )
     except TrainingJobError as exc:
         raise RunError(str(exc)) from exc
