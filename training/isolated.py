@@ -156,9 +156,8 @@ def _child_main(conn: Connection, rank: int, world: int, port: int) -> None:
         if rank == 0:
             result = train(rows, config, progress=lambda step, total: conn.send(("progress", step, total)),
                            on_log=lambda entry: conn.send(("log", entry)), **kwargs)
-        else:  # beside rank 0, which alone writes the adapter
-            with tempfile.TemporaryDirectory(prefix=f"sparring-rank{rank}-") as work:
-                result = train(rows, config, **{**kwargs, "output_dir": Path(work) / "adapter"})
+        else:
+            result = train_beside(train, rank, rows, config, **kwargs)
         conn.send(("done", result))
     except KeyboardInterrupt:
         sys.exit(130)
@@ -167,6 +166,13 @@ def _child_main(conn: Connection, rank: int, world: int, port: int) -> None:
         sys.exit(1)
     finally:
         conn.close()
+
+
+def train_beside(train: Callable[..., TrainResult], rank: int, rows: Any, config: Any, **kwargs: Any) -> TrainResult:
+    """``train`` as data-parallel rank ``rank`` > 0: beside rank 0, which alone writes the adapter
+    (and records the job); what this rank writes goes with its temporary folder."""
+    with tempfile.TemporaryDirectory(prefix=f"sparring-rank{rank}-") as work:
+        return train(rows, config, **{**kwargs, "output_dir": Path(work) / "adapter"})
 
 
 def _take_share(device: str, rank: int, world: int) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -411,13 +410,11 @@ def _screened(engine: Engine, chosen: Settings, spec: GameSpec, role: str, tasks
 
 def _train_beside(trainer: TrainerKind, rank: int, rows: Any, config: TrainingConfig, chosen: Settings, role: str,
                   parent: AdapterRecord | None, snapshot_id: int | None) -> None:
-    """Train as a process of rank > 0 of `accelerate launch`: beside rank 0, which alone records
-    the job and publishes the adapter; what it writes goes with its temporary folder."""
-    with tempfile.TemporaryDirectory(prefix=f"sparring-rank{rank}-") as work:
-        trainer.train(
-            rows, config, role=role, output_dir=Path(work) / "adapter", cache_dir=chosen.cache_dir,
-            parent_adapter=parent.path if parent else None, progress=None, dataset_snapshot_id=snapshot_id,
-        )
+    """Train as a process of rank > 0 of `accelerate launch` (``training.isolated.train_beside``)."""
+    from training.isolated import train_beside
+
+    train_beside(trainer.train, rank, rows, config, role=role, cache_dir=chosen.cache_dir,
+                 parent_adapter=parent.path if parent else None, progress=None, dataset_snapshot_id=snapshot_id)
 
 
 def _run_job(engine: Engine, chosen: Settings, kind: str, role: str, rows: Any, config: TrainingConfig,
