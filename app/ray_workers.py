@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +40,7 @@ from app.settings import Settings
 from app.workers import Share, play_one_share, shares
 from graphs.tasks.base import Task
 from storage.models import RunStatus
-from storage.orphans import end_runs
+from storage.orphans import end_runs, wait_for_local_processes
 from storage.queries import played_seeds
 from storage.redact import redact
 
@@ -347,15 +348,19 @@ def _pieces(indices: Sequence[int]) -> list[range]:
 
 
 def _stop(running: dict[Any, _Running], engine: Engine) -> None:
-    """Kill the command's workers, wait until they are gone, then end their runs interrupted."""
+    """Kill the command's workers, wait until they are gone (those of this host by their pids;
+    at most KILL_WAIT_S), then end their runs interrupted."""
     import ray
 
     if not running:
         return
+    killed = time.monotonic()
     for worker in running.values():
         ray.kill(worker.actor, no_restart=True)
     ray.wait(list(running), num_returns=len(running), timeout=KILL_WAIT_S)
     runs = {worker.share.run_id: INTERRUPTED for worker in running.values()}
+    # a killed actor's calls can fail before its process is gone: wait for those of this host
+    wait_for_local_processes(engine, runs, timeout_s=max(0.0, KILL_WAIT_S - (time.monotonic() - killed)))
     end_runs(engine, runs, status=RunStatus.INTERRUPTED, error=INTERRUPTED)
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Collection, Mapping
 
 from sqlalchemy import ColumnElement, Connection, Engine, select, update
 
@@ -29,19 +30,21 @@ INTERRUPTED_STAGE = "interrupted"
 
 def fail_running_episodes(conn: Connection, which: ColumnElement[bool], error: str) -> int:
     """Mark the ``running`` episodes that match ``which`` as failed (error_stage
-    "interrupted", payload error ``error``); returns how many."""
+    "interrupted", payload error ``error``); returns how many.
+
+    One statement picks and marks the episodes, and only those get the error: under READ
+    COMMITTED, an episode a still-living worker commits between two statements that each
+    chose "the running ones" would otherwise be failed without its error."""
     running = (_EPISODES.c.status == EpisodeStatus.RUNNING.value) & which
-    conn.execute(
-        update(_EPISODE_PAYLOADS)
-        .where(_EPISODE_PAYLOADS.c.episode_id.in_(select(_EPISODES.c.id).where(running)))
-        .values(error=error)
-    )
-    result = conn.execute(
+    failed = conn.execute(
         update(_EPISODES)
         .where(running)
         .values(status=EpisodeStatus.FAILED.value, error_stage=INTERRUPTED_STAGE, finished_at=utcnow())
-    )
-    return result.rowcount
+        .returning(_EPISODES.c.id)
+    ).scalars().all()
+    if failed:
+        conn.execute(update(_EPISODE_PAYLOADS).where(_EPISODE_PAYLOADS.c.episode_id.in_(failed)).values(error=error))
+    return len(failed)
 
 
 def fail_exited_workers(
@@ -89,6 +92,22 @@ def end_runs(
         return marked
 
     return in_transaction(engine, mark) if reasons else 0
+
+
+def wait_for_local_processes(engine: Engine, run_ids: Collection[str], timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` until the processes of the runs ``run_ids`` that ran on this host
+    are gone (a killed process may still commit what it was writing); returns whether they are.
+    Processes of other hosts cannot be checked from here and are not waited for."""
+    with engine.connect() as conn:
+        pids = conn.execute(
+            select(_RUNS.c.pid).where(_RUNS.c.id.in_(list(run_ids)) & (_RUNS.c.host == socket.gethostname()))
+        ).scalars().all() if run_ids else []
+    deadline = time.monotonic() + timeout_s
+    while any(process_exists(pid) for pid in pids):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def mark_orphans(engine: Engine) -> int:

@@ -19,7 +19,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine, func, inspect, select, text
+from sqlalchemy import Connection, Engine, event, func, inspect, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from factories import (
@@ -48,7 +48,7 @@ from storage.models import (
     TrainingJob,
     Turn,
 )
-from storage.orphans import ORPHAN_ERROR
+from storage.orphans import ORPHAN_ERROR, end_runs, wait_for_local_processes
 from storage.queries import EpisodeFilter, count_episodes_by_status, get_episode, iter_turns, list_episodes
 from storage.recorder import NullRecorder, Recorder, mark_orphans
 from storage.records import EpisodeStatus, RewardRecord
@@ -339,6 +339,56 @@ def test_mark_orphans(store: Engine) -> None:
     with store.connect() as conn:
         assert conn.scalar(select(Run.status).where(Run.id == dead_run.id)) == "interrupted"
     assert mark_orphans(store) == 0
+
+
+def test_waiting_for_the_processes_of_runs_on_this_host(store: Engine) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    alive, elsewhere = run_record(pid=child.pid), run_record(pid=child.pid, host="another-host")
+    with Recorder(store) as recorder:
+        recorder.start_run(alive)
+        recorder.start_run(elsewhere)
+    try:
+        assert not wait_for_local_processes(store, [alive.id], timeout_s=0.2)
+        assert wait_for_local_processes(store, [elsewhere.id], timeout_s=0)  # another host's: not waited for
+    finally:
+        child.kill()
+        child.wait()
+    assert wait_for_local_processes(store, [alive.id], timeout_s=5)
+    assert wait_for_local_processes(store, [], timeout_s=0)
+
+
+@pytest.mark.postgres
+def test_an_episode_a_worker_starts_while_its_run_is_ended_is_never_failed_without_its_error(
+        postgres_url: str) -> None:
+    """A worker that is still alive commits a new episode while `--ray` ends its run: the
+    episodes the marking picked fail with its error, and the late one is left running for the
+    orphan sweep, never failed with no error (READ COMMITTED lets each statement see it)."""
+    store, writer = open_store(postgres_url), open_store(postgres_url)
+    run = run_record()
+    late: list[RecordedEpisode] = []
+
+    def start_one_more(conn: Connection, cursor: object, statement: str, *args: object) -> None:
+        if statement.lstrip().upper().startswith("UPDATE EPISODE") and not late:  # the run is ended already
+            with Recorder(writer) as other:
+                late.append(record_episode(other, run_id=run.id, finished=False))
+
+    with Recorder(store) as recorder:
+        recorder.start_run(run)
+        playing = record_episode(recorder, run_id=run.id, finished=False)
+    event.listen(store, "after_cursor_execute", start_one_more)
+    try:
+        marked = end_runs(store, {run.id: "worker 0 died"})
+    finally:
+        event.remove(store, "after_cursor_execute", start_one_more)
+
+    assert marked == 1 and late
+    got = get_episode(store, playing.start.id)
+    assert (got["status"], got["error"]) == ("failed", "interrupted: worker 0 died")
+    assert get_episode(store, late[0].start.id)["status"] == "running"
+    assert mark_orphans(store) == 1  # its run has ended: the sweep fails it with the orphan's error
+    assert get_episode(store, late[0].start.id)["error"] == ORPHAN_ERROR
+    store.dispose()
+    writer.dispose()
 
 
 def test_concurrent_recorders_in_processes(store_url: str) -> None:
