@@ -59,14 +59,43 @@ def _start_node(*args: str, env: dict[str, str] | None = None) -> subprocess.Pop
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def _wait_for_cpus(address: str, cpus: int, timeout: float = 300) -> None:
+def _wait_for_cpus(address: str, cpus: int, node: subprocess.Popen[bytes] | None = None, timeout: float = 300) -> None:
+    """Wait until the cluster has ``cpus`` CPUs; raises ``_NodeExited`` if ``node`` (the one
+    joining) ends first, AssertionError with the cluster's last status after ``timeout`` s."""
     deadline = time.monotonic() + timeout
+    said = ""
     while time.monotonic() < deadline:
-        status = subprocess.run([RAY, "status", "--address", address], capture_output=True, text=True)
-        if f"/{cpus}.0 CPU" in status.stdout:
+        said = subprocess.run([RAY, "status", "--address", address], capture_output=True, text=True).stdout
+        if f"/{cpus}.0 CPU" in said:
             return
+        if node is not None and node.poll() is not None:
+            raise _NodeExited(f"`ray start` exited with {node.returncode} before its node joined")
         time.sleep(0.5)
-    raise AssertionError(f"the Ray cluster at {address} never had {cpus} CPUs")
+    raise AssertionError(f"the Ray cluster at {address} never had {cpus} CPUs; `ray status` said:\n{said}")
+
+
+class _NodeExited(Exception):
+    pass
+
+
+def _add_node(address: str, cpus: int, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a node of ``address``'s cluster and wait until the cluster has ``cpus`` CPUs. A node
+    whose `ray start` gives up on a loaded machine (its agents registered too late) is started
+    once more; a second failure fails the test."""
+    try:
+        return _joined(address, cpus, args, env)
+    except _NodeExited:
+        return _joined(address, cpus, args, env)
+
+
+def _joined(address: str, cpus: int, args: tuple[str, ...], env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    node = _start_node("--address", address, "--dashboard-agent-listen-port", "0", *args, env=env)
+    try:
+        _wait_for_cpus(address, cpus, node)
+    except BaseException:
+        stop_group(node, grace_s=5)
+        raise
+    return node
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +104,8 @@ def cluster() -> Iterator[str]:
     address = f"127.0.0.1:{_free_port()}"
     nodes = [_start_node("--head", "--port", address.split(":")[1], "--include-dashboard=false")]
     try:
-        _wait_for_cpus(address, 1)
-        nodes.append(_start_node("--address", address, "--dashboard-agent-listen-port", "0"))
-        _wait_for_cpus(address, 2)
+        _wait_for_cpus(address, 1, nodes[0])
+        nodes.append(_add_node(address, 2))
         yield address
     finally:
         subprocess.run([RAY, "stop", "--force"], capture_output=True)
@@ -193,9 +221,8 @@ def test_a_node_that_dies_has_its_workers_episodes_played_on_the_others(cluster:
     """A third node joins, takes one of three workers (1 CPU each, so one per node) and dies whole:
     its raylet, agents and worker killed at once, as a machine that loses power. The share is
     played on the nodes left, and the cluster goes on with them."""
-    node = _start_node("--address", cluster, "--dashboard-agent-listen-port", "0")
+    node = _add_node(cluster, 3)
     try:
-        _wait_for_cpus(cluster, 3)
         n, seed = 600, 11
         engine = open_store(postgres_url)
         process = _sparring(_env(postgres_url, tmp_path, SPARRING_RAY_WORKER_CPUS="1"), "play", "math-reflection",
@@ -396,10 +423,8 @@ def test_ray_names_a_node_without_sparring(cluster: str, postgres_url: str, tmp_
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(NO_SPARRING)
-    node = _start_node("--address", cluster, "--dashboard-agent-listen-port", "0",
-                       env={**os.environ, "PYTHONPATH": str(site)})
+    node = _add_node(cluster, 3, env={**os.environ, "PYTHONPATH": str(site)})
     try:
-        _wait_for_cpus(cluster, 3)
         code, _, stderr = _finish(_sparring(_env(postgres_url, tmp_path), "play", "math-reflection", *SCRIPTED,
                                             "-n", "4", "--ray", cluster))
     finally:
