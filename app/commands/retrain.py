@@ -265,23 +265,33 @@ def _print_learning(figures: dict[str, dict[str, EvaluationResult]], sets: dict[
     families_png = png.with_name(png.stem + "-families.png")
     if fmt != Format.table:
         emit([{**r, **{s: r[s].to_dict() if r[s] else None for s in stages}} for r in rows + family_rows], fmt)
-    else:
+    else:  # a table per set, n in a column of its own: both stages fit in 80 columns
         caption = None if shown == stages else f"every round: {png}"
-        emit([{"metric": r["metric"], "set": r["set"], **{s: r[s].format() if r[s] else None for s in shown}}
-              for r in rows], fmt, columns=["metric", "set", *shown], title=title, console=out, caption=caption)
-        if family_rows:
-            changes = _family_changes(results, shown, first, sets)
-            emit([{"set": r["set"], "family": r["family"], **{s: r[s].format() if r[s] else None for s in shown},
-                   "change": changes.get((r["set"], r["family"]))} for r in family_rows], fmt,
-                 columns=["set", "family", *shown, "change"], title=f"{first} by task family", console=out,
-                 caption=f"change: {shown[-1]} minus {shown[0]}, paired by task (95% interval); "
-                         f"every round: {families_png}")
+        changes = _family_changes(results, shown, first, sets) if family_rows else {}
+        for name in sets:
+            emit([_stage_cells(r, shown) for r in rows if r["set"] == name], fmt, columns=["metric", *shown, "n"],
+                 title=f"{title}: {name}", console=out, caption=caption)
+            if any(r["set"] == name for r in family_rows):
+                emit([{"family": r["family"], **_stage_cells(r, shown),
+                       "change (pts)": changes.get((name, r["family"]))} for r in family_rows if r["set"] == name],
+                     fmt, columns=["family", *shown, "change (pts)", "n"], title=f"{first} by task family: {name}",
+                     console=out, caption=f"change: {shown[-1]} minus {shown[0]}, paired by task (95% interval); "
+                                          f"every round: {families_png}")
     metric_panels(stages, {f"{r['metric']} ({r['set']})": [r[s] for s in stages] for r in rows}, png, title)
     if family_rows:
         metric_panels(stages, {f"{r['family']} ({r['set']})": [r[s] for s in stages] for r in family_rows},
                       families_png, f"{first} by task family: {title}", full_scale=True)
     err.print(f"learning curves (each metric per round, 95% intervals): {png}"
               + (f", by task family: {families_png}" if family_rows else ""), highlight=False)
+
+
+def _stage_cells(row: dict[str, Any], shown: Sequence[str]) -> dict[str, Any]:
+    """A row's figure at each shown stage (value and 95% interval) and its sample sizes, once when
+    the stages share it ("200"), else in stage order ("220, 303")."""
+    found = [row[s] for s in shown if row[s]]
+    sizes = list(dict.fromkeys(e.n for e in found))
+    return {"metric": row["metric"], **{s: row[s].format(with_n=False) if row[s] else None for s in shown},
+            "n": ", ".join(map(str, sizes)) if len(sizes) > 1 else (sizes[0] if sizes else None)}
 
 
 def _family_changes(results: dict[tuple[str, str], EvaluationResult], shown: list[str], metric: str,
@@ -296,5 +306,6 @@ def _family_changes(results: dict[tuple[str, str], EvaluationResult], shown: lis
     for name, tasks in sets.items():
         before, after = results[shown[0], name], results[shown[-1], name]
         compared = paired_by_family(after.per_task.get(metric, {}), before.per_task.get(metric, {}), tasks)
-        changes.update({(name, family): c.difference.signed(with_n=False) for family, c in compared.items()})
+        changes.update({(name, family): c.difference.signed(with_n=False, with_unit=False)
+                        for family, c in compared.items()})
     return changes

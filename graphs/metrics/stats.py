@@ -38,21 +38,21 @@ class Estimate:
     def from_dict(cls, data: Mapping[str, Any]) -> Estimate:
         return cls(data.get("value"), int(data.get("n", 0)), data.get("low"), data.get("high"))
 
-    def format(self, percent: bool = True, digits: int = 1) -> str:
+    def format(self, percent: bool = True, digits: int = 1, with_n: bool = True) -> str:
         """``12.5% [8.6, 17.8] n=200`` (or plain numbers with ``percent=False``)."""
         if self.value is None:
-            return f"- n={self.n}"
+            return f"- n={self.n}" if with_n else "-"
         scale, unit = (100.0, "%") if percent else (1.0, "")
         text = f"{self.value * scale:.{digits}f}{unit}"
         if self.low is not None and self.high is not None:
             text += f" [{self.low * scale:.{digits}f}, {self.high * scale:.{digits}f}]"
-        return f"{text} n={self.n}"
+        return f"{text} n={self.n}" if with_n else text
 
-    def signed(self, percent: bool = True, with_n: bool = True) -> str:
+    def signed(self, percent: bool = True, with_n: bool = True, with_unit: bool = True) -> str:
         """A difference: ``+3.0 pts [-1.5, +7.5] n=200`` (percentage points, or plain numbers)."""
         if self.value is None:
             return "-"
-        scale, unit = (100.0, " pts") if percent else (1.0, "")
+        scale, unit = (100.0, " pts" if with_unit else "") if percent else (1.0, "")
         text = f"{self.value * scale:+.1f}{unit}"
         if self.low is not None and self.high is not None:
             text += f" [{self.low * scale:+.1f}, {self.high * scale:+.1f}]"
