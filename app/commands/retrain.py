@@ -269,14 +269,16 @@ def _print_learning(figures: dict[str, dict[str, EvaluationResult]], sets: dict[
         caption = None if shown == stages else f"every round: {png}"
         changes = _family_changes(results, shown, first, sets) if family_rows else {}
         for name in sets:
-            emit([_stage_cells(r, shown) for r in rows if r["set"] == name], fmt, columns=["metric", *shown, "n"],
-                 title=f"{title}: {name}", console=out, caption=caption)
-            if any(r["set"] == name for r in family_rows):
+            emit([{"metric": r["metric"], **_stage_cells(r, shown)} for r in rows if r["set"] == name], fmt,
+                 columns=["metric", *shown, "n"], title=f"{title}: {name}", console=out, caption=caption)
+            set_families = [r for r in family_rows if r["set"] == name]
+            if set_families:
                 emit([{"family": r["family"], **_stage_cells(r, shown),
-                       "change (pts)": changes.get((name, r["family"]))} for r in family_rows if r["set"] == name],
-                     fmt, columns=["family", *shown, "change (pts)", "n"], title=f"{first} by task family: {name}",
-                     console=out, caption=f"change: {shown[-1]} minus {shown[0]}, paired by task (95% interval); "
-                                          f"every round: {families_png}")
+                       "change (pts)": changes.get((name, r["family"]))} for r in set_families], fmt,
+                     columns=["family", *shown, "change (pts)", "n"], title=f"{first} by task family: {name}",
+                     console=out,
+                     caption=f"change: {shown[-1]} minus {shown[0]}, paired by task (95% interval); "
+                             f"every round: {families_png}")
     metric_panels(stages, {f"{r['metric']} ({r['set']})": [r[s] for s in stages] for r in rows}, png, title)
     if family_rows:
         metric_panels(stages, {f"{r['family']} ({r['set']})": [r[s] for s in stages] for r in family_rows},
@@ -286,11 +288,11 @@ def _print_learning(figures: dict[str, dict[str, EvaluationResult]], sets: dict[
 
 
 def _stage_cells(row: dict[str, Any], shown: Sequence[str]) -> dict[str, Any]:
-    """A row's figure at each shown stage (value and 95% interval) and its sample sizes, once when
+    """A row's figure at each shown stage (value and 95% interval) and its sample sizes: once when
     the stages share it ("200"), else in stage order ("220, 303")."""
     found = [row[s] for s in shown if row[s]]
     sizes = list(dict.fromkeys(e.n for e in found))
-    return {"metric": row["metric"], **{s: row[s].format(with_n=False) if row[s] else None for s in shown},
+    return {**{s: row[s].format(with_n=False) if row[s] else None for s in shown},
             "n": ", ".join(map(str, sizes)) if len(sizes) > 1 else (sizes[0] if sizes else None)}
 
 
