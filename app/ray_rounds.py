@@ -61,7 +61,7 @@ class RayRounds:
     say: Callable[[str], None] = lambda message: None
 
     def evaluations(self) -> tuple[Player, Callable[[Mapping[str, Policy]], dict[str, str]]]:
-        """The evaluators' player (float32, greedy, as every deciding evaluation) and how it names
+        """The evaluators' player (greedy, in the deciding precision, as every deciding evaluation) and how it names
         the seats of the policies a gate hands it."""
         deciding = replace(self.template, sampling=replace(self.template.sampling, temperature=0.0), deciding=True)
         return evaluation_player(self.cluster, self.engine, deciding), self.specs

@@ -61,12 +61,13 @@ class Settings(BaseSettings):
         "bfloat16 (AVX512-BF16/AMX: faster decoding), else float32. Training has its own precision setting "
         "(docs/training.md).",
     )
-    eval_dtype: Literal["float32", "same"] = Field(
-        "float32",
+    eval_dtype: Literal["auto", "float32", "same"] = Field(
+        "auto",
         description="Precision of the in-process model in evaluations that decide (eval, deploy's gate, retrain's "
-        "gates and report): float32, so that no greedy answer depends on what else shares its batch (slower where "
-        "the model plays in bfloat16, docs/evaluation.md); same: the dtype setting's. A vLLM server evaluates in "
-        "its own dtype.",
+        "gates and report), so that no greedy answer depends on what else shares its batch: auto is bfloat16 with "
+        "batch-invariant kernels on a CPU with native bfloat16 (when dtype is auto or bfloat16), else float32 "
+        "(docs/evaluation.md); float32 always; same: the dtype setting's, with no such guarantee on a GPU. A vLLM "
+        "server evaluates in its own dtype.",
     )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "sparring",
@@ -162,7 +163,9 @@ class Settings(BaseSettings):
     @property
     def deciding_dtype(self) -> str:
         """The in-process model's dtype in evaluations that decide (``eval_dtype``)."""
-        return self.dtype if self.eval_dtype == "same" else self.eval_dtype
+        from graphs.policies.deciding import deciding_dtype
+
+        return deciding_dtype(self.dtype, self.eval_dtype, self.device)
 
     @property
     def served_model(self) -> str:

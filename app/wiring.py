@@ -207,13 +207,14 @@ class PolicyFactory:
 
     def deciding_policies(self) -> FloatTwins | None:
         """What evaluations that decide play on when the policies also play games: the in-process
-        seats on float32 twins of their backends (``graphs.policies.deciding``), unless
-        ``Settings.eval_dtype`` is "same" or this factory's models load in that precision already."""
-        if self.deciding or self.settings.eval_dtype == "same":
+        seats on float32 twins of their backends (``graphs.policies.deciding``), unless they
+        decide in another precision (``Settings.deciding_dtype``: batch-invariant bfloat16, or the
+        playing precision) or this factory's models load in the deciding precision already."""
+        from graphs.policies.deciding import DECIDING_PRECISION, FloatTwins
+
+        if self.deciding or self.settings.deciding_dtype != DECIDING_PRECISION:
             return None
         if self._twins is None:
-            from graphs.policies.deciding import FloatTwins
-
             self._twins = FloatTwins(self._float_twin)
         return self._twins
 

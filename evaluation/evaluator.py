@@ -101,6 +101,7 @@ def evaluation_key(game: GameSpec, policies: Mapping[str, Policy], tasks: list[T
     seats = {
         seat: {"backend": p.backend.name, "model": p.backend.model_name, "adapter": p.adapter,
                **({"precision": precision} if (precision := getattr(p.backend, "precision", None)) else {}),
+               **({"kernels": kernels} if (kernels := getattr(p.backend, "kernels", None)) else {}),
                **({"code": code} if (code := getattr(p.backend, "code", None)) else {}),
                "decoding": {"temperature": p.sampling.temperature, "top_p": p.sampling.top_p,
                             "max_new_tokens": p.sampling.max_new_tokens, "stop": list(p.sampling.stop)}}
@@ -137,7 +138,7 @@ class Evaluator:
     """What the task set is called in tables and gate reasons (e.g. its split); not in the key."""
     deciding: Deciding | None = field(default=None, repr=False)
     """Maps the policies onto those an evaluation that decides plays (``graphs.policies.deciding``:
-    float32 twins of bfloat16 in-process backends); None: as given."""
+    float32 twins of in-process backends that are not batch-invariant); None: as given."""
     player: Player | None = field(default=None, repr=False)
     """Plays the episodes instead of this process (then ``__call__`` needs the seats' specs, or
     ``player_specs`` to name them)."""

@@ -1,5 +1,5 @@
-"""Evaluations that decide play on float32 twins of bfloat16 in-process backends
-(``graphs.policies.deciding``), on tiny random models."""
+"""Evaluations that decide play on float32 twins of bfloat16 in-process backends, or on the
+playing backend where it is batch-invariant (``graphs.policies.deciding``), on tiny random models."""
 
 from __future__ import annotations
 
@@ -95,15 +95,21 @@ def test_an_evaluation_that_decides_is_played_and_keyed_in_float32(tmp_path):
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize(("eval_dtype", "deciding", "twins"), [
-    ("float32", False, True),  # retrain: games in the playing dtype, evaluations on twins
-    ("float32", True, False),  # eval, deploy: the models load in float32 at once
-    ("same", False, False),  # evaluations in the playing dtype
+@pytest.mark.parametrize(("eval_dtype", "native", "deciding", "twins", "dtype"), [
+    ("float32", True, False, True, "bfloat16"),  # retrain: games in the playing dtype, evaluations on twins
+    ("float32", True, True, False, "float32"),  # eval, deploy: the models load in float32 at once
+    ("same", False, False, False, "bfloat16"),  # evaluations in the playing dtype
+    ("auto", True, False, False, "bfloat16"),  # batch-invariant bfloat16: evaluations play where games do
+    ("auto", True, True, False, "bfloat16"),
+    ("auto", False, False, True, "bfloat16"),  # emulated bfloat16: float32 twins
+    ("auto", False, True, False, "float32"),
 ])
-def test_the_factory_says_what_evaluations_play_on(monkeypatch, eval_dtype, deciding, twins):
+def test_the_factory_says_what_evaluations_play_on(monkeypatch, eval_dtype, native, deciding, twins, dtype):
     monkeypatch.setenv("SPARRING_EVAL_DTYPE", eval_dtype)
     monkeypatch.setenv("SPARRING_DTYPE", "bfloat16")
+    monkeypatch.setenv("SPARRING_DEVICE", "cpu")
+    monkeypatch.setattr("graphs.policies.deciding.native_bf16_cpu", lambda: native)
     settings = load_settings()
     factory = PolicyFactory(settings, SamplingParams(), deciding=deciding)
     assert (factory.deciding_policies() is not None) == twins
-    assert factory._dtype == ("float32" if deciding and eval_dtype == "float32" else "bfloat16")
+    assert factory._dtype == dtype

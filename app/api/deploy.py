@@ -72,7 +72,7 @@ def deploy(
     deciding set and no task family got worse beyond noise on any set; otherwise reject it.
 
     A registered game: both versions play ``eval_tasks`` tasks of each evaluation set of
-    ``tasks`` (default: the game's source) and of each of ``guards``, greedily in float32, with
+    ``tasks`` (default: the game's source) and of each of ``guards``, greedily in the deciding precision, with
     the other seats of ``seats`` and the game's ``options``. An external game (played through
     `sparring gateway`): ``eval_script`` plays it once per version, or ``candidate_run`` and
     ``baseline_run`` name two runs already logged, compared paired by task on ``metric``

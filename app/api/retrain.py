@@ -384,7 +384,8 @@ def _rounds(engine: Engine, chosen: Settings, spec: GameSpec, config: RetrainCon
             report: bool, temperature: float, max_new_tokens: int, note: str | None,
             progress: RetrainProgress, cluster: Cluster | None) -> RoundsOutcome:
     """Load the policies once, then ``training.loop.retrain_rounds``; the gates and the report
-    play float32 twins of the models (``PolicyFactory.deciding_policies``). On a ``cluster``,
+    play in the deciding precision (``PolicyFactory.deciding_policies``: the playing models where
+    they are batch-invariant, else float32 twins). On a ``cluster``,
     its workers play every episode and evaluation (``app.ray_rounds``)."""
     from app.interrupts import run_interruptible
     from app.playing import PlayJob

@@ -1,12 +1,20 @@
-"""Evaluations that decide play in float32, whatever precision the games play in.
+"""Evaluations that decide play where no answer depends on what shares its batch.
 
-The in-process backend decodes every request it holds in one batch. In bfloat16 a greedy
-answer then depends on what else shares its batch: each sum keeps 8 bits of mantissa, and
-the order in which the kernels add up a row follows the batch's shape, so a near-tie between
-two tokens can fall either way. An evaluation that decides (a gate, `sparring eval`, the
-retrain report) would move with things it does not measure, such as the other seat's prompts.
-float32 keeps 24 bits, which makes those differences about 65,000 times smaller; they can
-still flip an exact near-tie, but no longer a whole evaluation's worth of answers.
+The in-process backend decodes every request it holds in one batch. In bfloat16 with torch's
+own kernels a greedy answer then depends on what else shares its batch: each sum keeps 8 bits
+of mantissa, and the order in which the kernels add up a row follows the batch's shape, so a
+near-tie between two tokens can fall either way. An evaluation that decides (a gate, `sparring
+eval`, the retrain report) would move with things it does not measure, such as the other seat's
+prompts.
+
+Two ways out, chosen by ``deciding_dtype``:
+
+- On a CPU that multiplies bfloat16 natively, the in-process backend plays bfloat16 with
+  kernels whose rows do not depend on their batch (``graphs.policies.batch_invariant``), games
+  and evaluations alike: evaluations play on the backend that plays.
+- Elsewhere (a CPU without native bfloat16, a GPU) evaluations play in float32, which keeps 24
+  bits and makes those differences about 65,000 times smaller; they can still flip an exact
+  near-tie, but no longer a whole evaluation's worth of answers.
 
 ``FloatTwins`` maps a policy set onto float32 twins of the in-process backends that play in
 another precision: one twin per backend, loaded on first use, with each adapter a policy
@@ -19,10 +27,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from graphs.policies.base_models import native_bf16_cpu, resolve_device
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
 
 DECIDING_PRECISION = "float32"
+"""The twins' precision."""
+
+
+def deciding_dtype(dtype: str, eval_dtype: str, device: str) -> str:
+    """The in-process model's dtype in evaluations that decide, from the settings ``dtype`` (the
+    playing precision), ``eval_dtype`` and ``device``: ``eval_dtype`` "auto" is bfloat16 where the
+    model plays batch-invariant bfloat16 (a CPU with native bfloat16, ``dtype`` auto or
+    bfloat16), else float32; "same" is ``dtype``; "float32" is float32."""
+    if eval_dtype == "same":
+        return dtype
+    if eval_dtype == "auto" and dtype in ("auto", "bfloat16") and resolve_device(device).type == "cpu" \
+            and native_bf16_cpu():
+        return "bfloat16"
+    return DECIDING_PRECISION
 
 
 class FloatTwins:

@@ -45,6 +45,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from graphs.policies.adapter_switch import BASE_ADAPTER
 from graphs.policies.base import BackendError, GenerationRequest, GenerationResult
 from graphs.policies.base_models import load_model
+from graphs.policies.batch_invariant import BATCH_INVARIANT, make_batch_invariant
 from graphs.policies.inprocess_adapters import LoadedAdapters
 from graphs.policies.inprocess_batches import BackendStats, BatchRunner
 from graphs.policies.inprocess_queue import Control, Pending
@@ -71,10 +72,13 @@ class InProcessBackend:
         batch_wait_s: float = 0.005,
         join_rows: int | None = None,
         join_wait_steps: int = JOIN_WAIT_STEPS,
+        batch_invariant: bool = False,
     ) -> None:
         """``join_rows`` (default ``max_batch_size // JOIN_ROWS_DIVISOR``, at least 1) and
         ``join_wait_steps``: queued requests join a running batch once that many of them can
-        (or all its free rows can be filled), or once the oldest has waited that many steps."""
+        (or all its free rows can be filled), or once the oldest has waited that many steps.
+        ``batch_invariant``: change ``model`` so that no row depends on what shares its batch
+        (``graphs.policies.batch_invariant``)."""
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if join_rows is not None and join_rows < 1:
@@ -88,8 +92,12 @@ class InProcessBackend:
         self.model_name = model_name
         self.precision = str(model.dtype).removeprefix("torch.")
         """the weights' dtype ("float32", "bfloat16"): part of an evaluation's key"""
+        self.kernels = BATCH_INVARIANT if batch_invariant else None
+        """"batch-invariant" when rows do not depend on their batch; part of an evaluation's key"""
+        if batch_invariant:
+            make_batch_invariant(model)
         self._tokenizer = tokenizer
-        self._adapters = LoadedAdapters(model, model_name=model_name)
+        self._adapters = LoadedAdapters(model, model_name=model_name, batch_invariant=batch_invariant)
         self._runner = BatchRunner(self._adapters, tokenizer, model_name=model_name)
         self._scheduler = Scheduler(
             self._runner,
@@ -111,9 +119,11 @@ class InProcessBackend:
         dtype: str = "auto",
         max_batch_size: int = 64,
     ) -> InProcessBackend:
-        """Load ``model`` ("bundled", a local folder or a hub id) with ``load_model``."""
+        """Load ``model`` ("bundled", a local folder or a hub id) with ``load_model``; in bfloat16
+        on a CPU, batch-invariant (there it costs little: bench/batch_invariance.py)."""
         lm, tokenizer = load_model(model, cache_dir=cache_dir, device=device, dtype=dtype, serving=True)
-        return cls(lm, tokenizer, model_name=model, max_batch_size=max_batch_size)
+        invariant = lm.device.type == "cpu" and lm.dtype == torch.bfloat16
+        return cls(lm, tokenizer, model_name=model, max_batch_size=max_batch_size, batch_invariant=invariant)
 
     @property
     def model(self) -> torch.nn.Module:

@@ -3,7 +3,12 @@
 The model run is the base model while no adapter is loaded and PEFT's wrapper of it while
 any is: PEFT cannot run a forward pass with zero adapters, so the first load wraps the base
 model and the last unload unwraps it. On CPU (float32 or bfloat16) an ``AdapterMerger`` merges
-the adapter of single-adapter batches (``graphs.policies.adapter_switch``). Loading and unloading
+the adapter of single-adapter batches (``graphs.policies.adapter_switch``), except on a batch-
+invariant model (``graphs.policies.batch_invariant``): there a merge would change a row's
+arithmetic with the other rows' adapters, so adapters stay unmerged, in the model's precision
+(PEFT would otherwise keep bfloat16 adapters in float32, and its mixed-adapter path rounds
+their output to bfloat16 where its single-adapter path does not), and their linear layers
+multiply fixed numbers of rows like the model's. Loading and unloading
 run on the backend's worker thread, between batches; the names loaded are also read from the
 event loop, under a lock.
 """
@@ -27,18 +32,21 @@ from graphs.policies.adapter_folder import (
 )
 from graphs.policies.adapter_switch import AdapterSwitch
 from graphs.policies.base import BackendError, UnknownAdapterError
+from graphs.policies.batch_invariant import fix_rows
 from graphs.policies.lora_merge import AdapterMerger
 
 
 class LoadedAdapters:
     """The model to run and the adapters loaded on it, each from one folder."""
 
-    def __init__(self, model: torch.nn.Module, *, model_name: str) -> None:
+    def __init__(self, model: torch.nn.Module, *, model_name: str, batch_invariant: bool = False) -> None:
+        """``batch_invariant``: ``model`` went through ``make_batch_invariant``; so do the adapters."""
         self.model: torch.nn.Module = model.eval()
         """The base model, or PEFT's wrapper of it while adapters are loaded."""
         self.merger: AdapterMerger | None = None
         """With the wrapper on CPU in float32 or bfloat16: merges the adapter of single-adapter batches."""
         self._model_name = model_name
+        self._invariant = batch_invariant
         self._peft: PeftModelForCausalLM | None = None
         self._paths: dict[str, Path] = {}
         self._lock = threading.Lock()
@@ -86,15 +94,19 @@ class LoadedAdapters:
         if self.merger is not None:
             self.merger.unmerge()
         try:
+            autocast = not self._invariant
             if self._peft is None:
-                self._peft = PeftModelForCausalLM(self.model, config, adapter_name=name)
+                self._peft = PeftModelForCausalLM(self.model, config, adapter_name=name,
+                                                  autocast_adapter_dtype=autocast)
                 self.model = self._peft
                 # float16 would need its own rounding (lora_merge); GPUs keep no copy of the weights
                 base = self._peft.get_base_model()
                 merge = base.device.type == "cpu" and base.dtype in (torch.float32, torch.bfloat16)
-                self.merger = AdapterMerger(self._peft) if merge else None
-            result = self._peft.load_adapter(str(path), adapter_name=name)
+                self.merger = AdapterMerger(self._peft) if merge and not self._invariant else None
+            result = self._peft.load_adapter(str(path), adapter_name=name, autocast_adapter_dtype=autocast)
             check_loaded_keys(name, result.missing_keys, result.unexpected_keys)
+            if self._invariant:
+                fix_rows(self.model)
         except Exception as exc:
             self._remove(name, created)
             # a size mismatch is summed up in the message: chained, its full text would show in tracebacks
