@@ -29,6 +29,7 @@ POSTGRES_ENV = "SPARRING_BENCH_POSTGRES_URL"
 ORDER = (
     "play_throughput",
     "backend_throughput",
+    "batch_invariance",
     "vllm_vs_inprocess",
     "store_ingest",
     "query_paging",
@@ -48,6 +49,7 @@ QUICK_TURNS = 20_000
 QUICK_ARGS = {
     "play_throughput": ["--sizes", "1", "16", "--max-new-tokens", "32", "--repeats", "1"],
     "backend_throughput": ["--sizes", "1", "16", "--max-new-tokens", "32", "--repeats", "1"],
+    "batch_invariance": ["--prompts", "8", "--alone", "2"],
     "vllm_vs_inprocess": ["--prompts", "16", "--max-new-tokens", "32", "--repeats", "1"],
     "store_ingest": ["--repeats", "1"],
     "query_paging": ["--repeats", "3"],
