@@ -120,7 +120,7 @@ class InProcessBackend:
         max_batch_size: int = 64,
     ) -> InProcessBackend:
         """Load ``model`` ("bundled", a local folder or a hub id) with ``load_model``; in bfloat16
-        on a CPU, batch-invariant (there it costs little: bench/batch_invariance.py)."""
+        on a CPU, batch-invariant (its cost: bench/batch_invariance.py)."""
         lm, tokenizer = load_model(model, cache_dir=cache_dir, device=device, dtype=dtype, serving=True)
         invariant = lm.device.type == "cpu" and lm.dtype == torch.bfloat16
         return cls(lm, tokenizer, model_name=model, max_batch_size=max_batch_size, batch_invariant=invariant)
