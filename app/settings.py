@@ -61,13 +61,13 @@ class Settings(BaseSettings):
         "bfloat16 (AVX512-BF16/AMX: faster decoding), else float32. Training has its own precision setting "
         "(docs/training.md).",
     )
-    eval_dtype: Literal["auto", "float32", "same"] = Field(
-        "auto",
+    eval_dtype: Literal["float32", "auto", "same"] = Field(
+        "float32",
         description="Precision of the in-process model in evaluations that decide (eval, deploy's gate, retrain's "
-        "gates and report), so that no greedy answer depends on what else shares its batch: auto is bfloat16 with "
-        "batch-invariant kernels on a CPU with native bfloat16 (when dtype is auto or bfloat16), else float32 "
-        "(docs/evaluation.md); float32 always; same: the dtype setting's, with no such guarantee on a GPU. A vLLM "
-        "server evaluates in its own dtype.",
+        "gates and report), so that no greedy answer depends on what else shares its batch: float32; auto: on a CPU "
+        "with native bfloat16 (dtype auto or bfloat16) the model plays games and evaluations in bfloat16 with "
+        "batch-invariant kernels, else float32 (docs/evaluation.md); same: the dtype setting's, with no such "
+        "guarantee. A vLLM server evaluates in its own dtype.",
     )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "sparring",
@@ -159,6 +159,12 @@ class Settings(BaseSettings):
         from storage.engine import store_key
 
         return self.data_dir / "stores" / store_key(self.database_url)
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether the in-process model plays with batch-invariant kernels (``eval_dtype`` auto
+        where evaluations decide in bfloat16)."""
+        return self.eval_dtype == "auto" and self.deciding_dtype == "bfloat16"
 
     @property
     def deciding_dtype(self) -> str:

@@ -241,6 +241,7 @@ class PolicyFactory:
                     device=self.settings.device,
                     dtype=self._dtype,
                     max_batch_size=self.settings.max_batch_size,
+                    batch_invariant=self.settings.batch_invariant,
                 )
             self.backends.append(self._model)
         return self._model
@@ -256,6 +257,7 @@ class PolicyFactory:
             self._bases[model] = InProcessBackend.from_pretrained(
                 model, cache_dir=self.settings.cache_dir, device=self.settings.device,
                 dtype=self._dtype, max_batch_size=self.settings.max_batch_size,
+                batch_invariant=self.settings.batch_invariant,
             )
             self.backends.append(self._bases[model])
         return self._bases[model]

@@ -77,7 +77,7 @@ def evaluate(
 
     Each set's evaluation is a run of its own, remembered under the exact policies, tasks, seed
     and options: asking again reuses it. Models play so that no answer depends on what shares
-    its batch (``Settings.deciding_dtype``: batch-invariant bfloat16 or float32). ``options`` default to ``OPTION_DEFAULTS``
+    its batch (``Settings.deciding_dtype``: float32, or batch-invariant bfloat16). ``options`` default to ``OPTION_DEFAULTS``
     where the game has the field. Bad input: InputError before anything is played.
     """
     from app.wiring import SeatSpecError, parse_seat_specs, seat_args

@@ -384,8 +384,8 @@ def deploy(
     """Gate a candidate against the active version on held-out tasks (same seeds, greedy) and
     promote it only if it is not worse by more than --margin on the deciding set and no task
     family got worse beyond noise on any set; otherwise mark it rejected. The in-process model
-    plays so that no answer depends on what shares its batch (SPARRING_EVAL_DTYPE: batch-invariant
-    bfloat16 on a CPU with native bfloat16, else float32).
+    plays so that no answer depends on what shares its batch (SPARRING_EVAL_DTYPE: float32, or
+    with auto batch-invariant bfloat16 on a CPU with native bfloat16).
 
     An external game (played through `sparring gateway`, not registered) is gated by your own
     evaluation: --eval-script plays it once per version, its episodes of split eval, and the

@@ -118,12 +118,12 @@ class InProcessBackend:
         device: str = "auto",
         dtype: str = "auto",
         max_batch_size: int = 64,
+        batch_invariant: bool = False,
     ) -> InProcessBackend:
-        """Load ``model`` ("bundled", a local folder or a hub id) with ``load_model``; in bfloat16
-        on a CPU, batch-invariant (its cost: bench/batch_invariance.py)."""
+        """Load ``model`` ("bundled", a local folder or a hub id) with ``load_model``;
+        ``batch_invariant`` as in ``__init__`` (its cost: bench/batch_invariance.py)."""
         lm, tokenizer = load_model(model, cache_dir=cache_dir, device=device, dtype=dtype, serving=True)
-        invariant = lm.device.type == "cpu" and lm.dtype == torch.bfloat16
-        return cls(lm, tokenizer, model_name=model, max_batch_size=max_batch_size, batch_invariant=invariant)
+        return cls(lm, tokenizer, model_name=model, max_batch_size=max_batch_size, batch_invariant=batch_invariant)
 
     @property
     def model(self) -> torch.nn.Module:
