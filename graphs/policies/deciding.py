@@ -9,12 +9,13 @@ prompts.
 
 Two ways out, chosen by ``deciding_dtype``:
 
-- On a CPU that multiplies bfloat16 natively, the in-process backend plays bfloat16 with
-  kernels whose rows do not depend on their batch (``graphs.policies.batch_invariant``), games
-  and evaluations alike: evaluations play on the backend that plays.
-- Elsewhere (a CPU without native bfloat16, a GPU) evaluations play in float32, which keeps 24
-  bits and makes those differences about 65,000 times smaller; they can still flip an exact
-  near-tie, but no longer a whole evaluation's worth of answers.
+- float32 (the default, and wherever the other is not available), which keeps 24 bits and
+  makes those differences about 65,000 times smaller; they can still flip an exact near-tie,
+  but no longer a whole evaluation's worth of answers.
+- With ``eval_dtype`` "auto" on a CPU that multiplies bfloat16 natively, the in-process backend
+  plays bfloat16 with kernels whose rows do not depend on their batch
+  (``graphs.policies.batch_invariant``), games and evaluations alike: evaluations play on the
+  backend that plays.
 
 ``FloatTwins`` maps a policy set onto float32 twins of the in-process backends that play in
 another precision: one twin per backend, loaded on first use, with each adapter a policy
