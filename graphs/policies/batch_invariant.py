@@ -30,6 +30,8 @@ show. Speed: bench/batch_invariance.py measures it against float32 and plain bfl
 
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface, AttentionMaskInterface, PreTrainedModel
@@ -71,21 +73,39 @@ def grouped_attention(
         weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
         out = torch.matmul(weights, value)
         return out.view(batch, heads, queries, dim).transpose(1, 2).contiguous(), None
-    mask = attention_mask[:, 0, :, :positions]  # (batch, queries, positions), additive or boolean
-    allowed = mask if mask.dtype == torch.bool else mask == 0
-    starts = allowed.any(dim=1).to(torch.int8).argmax(dim=-1)  # each row's first key (left padding before it)
-    width = -(-int((positions - starts).max()) // ROWS) * ROWS
-    index = starts[:, None] + torch.arange(width, device=query.device)
-    outside = index >= positions
-    index = index.clamp(max=positions - 1)
-    aligned_allowed = torch.gather(allowed, 2, index[:, None, :].expand(batch, queries, width)) & ~outside[:, None]
+    index, hidden = _alignment(attention_mask, positions)
+    width = index.shape[1]
     aligned_scores = torch.gather(scores.view(batch, kv_heads, group, queries, positions), 4,
                                   index[:, None, None, None, :].expand(batch, kv_heads, group, queries, width))
-    aligned_scores = aligned_scores.masked_fill(~aligned_allowed[:, None, None], float("-inf"))
+    aligned_scores = aligned_scores.masked_fill(hidden, float("-inf"))
     weights = F.softmax(aligned_scores.view(batch, kv_heads, group * queries, width), dim=-1, dtype=torch.float32)
     weights = torch.nan_to_num(weights, nan=0.0).to(query.dtype)  # a padding query sees no key: zeros
     out = torch.matmul(weights, _aligned_values(value, index)).view(batch, heads, queries, dim)
     return out.transpose(1, 2).contiguous(), None
+
+
+def _alignment(attention_mask: torch.Tensor, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(index, hidden): the column of each row's i-th key (batch, width), and whether query q
+    of the row may not see it (batch, 1, 1, queries, width). Every layer of a forward pass gets the same
+    mask, so the last one's alignment is kept (per thread) and used again."""
+    last = getattr(_last_alignment, "value", None)
+    if last is not None and last[0] is attention_mask and last[1] == positions:
+        return last[2]
+    mask = attention_mask[:, 0, :, :positions]  # (batch, queries, positions), additive or boolean
+    allowed = mask if mask.dtype == torch.bool else mask == 0
+    batch, queries = allowed.shape[:2]
+    starts = allowed.any(dim=1).to(torch.int8).argmax(dim=-1)  # each row's first key (left padding before it)
+    width = -(-int((positions - starts).max()) // ROWS) * ROWS
+    index = starts[:, None] + torch.arange(width, device=mask.device)
+    outside = index >= positions
+    index = index.clamp(max=positions - 1)
+    aligned_allowed = torch.gather(allowed, 2, index[:, None, :].expand(batch, queries, width)) & ~outside[:, None]
+    hidden = ~aligned_allowed[:, None, None]
+    _last_alignment.value = (attention_mask, positions, (index, hidden))  # holds the mask: its id is not reused
+    return index, hidden
+
+
+_last_alignment = threading.local()
 
 
 def _aligned_values(value: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -150,7 +150,7 @@ class BatchRunner:
                     request.choice,
                     request.sampling,
                     served_by=request.adapter or self._model_name,
-                    adapter_names=switch.names([request.adapter] * len(request.choice.options)),
+                    **switch.forward_arguments([request.adapter] * len(request.choice.options)),
                 )
         except Exception as exc:
             raise BackendError(
@@ -268,8 +268,7 @@ class BatchRunner:
             cache: DynamicCache,
             rows: list[Row],
         ) -> torch.Tensor:
-            names = switch.names([r.adapter for r in rows])
-            extra = {"adapter_names": names} if names is not None else {}
+            extra = switch.forward_arguments([r.adapter for r in rows])
             out = self._adapters.model(
                 input_ids=input_ids,
                 attention_mask=mask,
