@@ -6,11 +6,12 @@ one batch, so evaluations that decide run the mixed set-ups. Two LoRA adapters o
 default shape (rank 16 on every linear layer but the output head, random weights scaled down so
 answers stay text) are loaded on the bundled model; N first prompts of the math game (greedy,
 160 new tokens) are served at once four ways: every row on the base model, every row on adapter
-a, half on a and half on the base model, and thirds on a, b and the base model. Prints tokens/s
-and the ratio to the base model alone in the same precision, measured in the same run.
+a, half on a and half on the base model, and thirds on a, b and the base model, each R times.
+Prints the best of the R tokens/s (a shared machine's slow spells left out) and its ratio to the
+base model alone in the same precision, measured in the same run.
 
-    python -m bench.adapter_batches                 # N=64
-    python -m bench.adapter_batches --prompts 32
+    python -m bench.adapter_batches                 # N=64, R=3
+    python -m bench.adapter_batches --prompts 32 --repeats 1
 
 Without native bfloat16 instructions only float32 is measured (unless --emulated).
 """
@@ -66,7 +67,7 @@ def write_adapters(cache_dir: Path, folder: Path) -> dict[str, Path]:
 
 
 async def measure(way: tuple[str, torch.dtype, bool], prompts: list, adapters: dict[str, Path],
-                  cache_dir: Path) -> list[list]:
+                  cache_dir: Path, repeats: int) -> list[list]:
     name, dtype, invariant = way
     model, tokenizer = load_model("bundled", cache_dir=cache_dir, device="cpu", dtype=dtype)
     backend = InProcessBackend(model, tokenizer, model_name="bundled", max_batch_size=len(prompts),
@@ -78,11 +79,14 @@ async def measure(way: tuple[str, torch.dtype, bool], prompts: list, adapters: d
         for label, mix in MIXES:
             requests = [GenerationRequest(p, SAMPLING, adapter=mix[i % len(mix)]) for i, p in enumerate(prompts)]
             await asyncio.gather(*(backend.generate(r) for r in requests[:2]))  # warm-up
-            start = time.perf_counter()
-            results = await asyncio.gather(*(backend.generate(r) for r in requests))
-            seconds = time.perf_counter() - start
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                results = await asyncio.gather(*(backend.generate(r) for r in requests))
+                times.append(time.perf_counter() - start)
+            seconds = min(times)
             tokens = sum(len(r.completion_token_ids) for r in results)
-            note(f"{name}, {label}: {tokens} tokens in {seconds:.1f} s")
+            note(f"{name}, {label}: {tokens} tokens in {', '.join(f'{t:.1f}' for t in times)} s")
             rows.append([name, label, tokens / seconds, seconds])
     finally:
         await backend.aclose()
@@ -92,6 +96,7 @@ async def measure(way: tuple[str, torch.dtype, bool], prompts: list, adapters: d
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=64, help="prompts served at once (N)")
+    parser.add_argument("--repeats", type=int, default=3, help="times each batch is served (R); the best counts")
     parser.add_argument("--emulated", action="store_true", help="measure bfloat16 without native instructions")
     args = parser.parse_args()
     cache_dir = load_settings().cache_dir
@@ -104,10 +109,10 @@ async def main() -> None:
         adapters = write_adapters(cache_dir, Path(folder))
         table = []
         for way in ways:
-            rows = await measure(way, prompts, adapters, cache_dir)
+            rows = await measure(way, prompts, adapters, cache_dir, args.repeats)
             table += [[*r, r[2] / rows[0][2]] for r in rows]
-    print(f"{args.prompts} prompts at once, greedy, at most {SAMPLING.max_new_tokens} new tokens; "
-          f"{torch.get_num_threads()} threads; adapters: rank 16 on every linear layer")
+    print(f"{args.prompts} prompts at once, greedy, at most {SAMPLING.max_new_tokens} new tokens, best of "
+          f"{args.repeats}; {torch.get_num_threads()} threads; adapters: rank 16 on every linear layer")
     print_table(["precision", "rows' adapters", "tokens/s", "seconds", "vs base alone"], table)
 
 

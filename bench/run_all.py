@@ -51,7 +51,7 @@ QUICK_ARGS = {
     "play_throughput": ["--sizes", "1", "16", "--max-new-tokens", "32", "--repeats", "1"],
     "backend_throughput": ["--sizes", "1", "16", "--max-new-tokens", "32", "--repeats", "1"],
     "batch_invariance": ["--prompts", "8", "--alone", "2"],
-    "adapter_batches": ["--prompts", "8"],
+    "adapter_batches": ["--prompts", "8", "--repeats", "1"],
     "vllm_vs_inprocess": ["--prompts", "16", "--max-new-tokens", "32", "--repeats", "1"],
     "store_ingest": ["--repeats", "1"],
     "query_paging": ["--repeats", "3"],

@@ -6,9 +6,6 @@ mixed batch goes through PEFT's mixed-adapter forward (``adapter_names=[...]`` p
 re-indexes the sub-batch of each adapter in every LoRA layer at every step (64 rows of one
 adapter, bundled model, CPU: 108 tokens/s mixed, 134 single, unmerged).
 
-On a batch-invariant model the adapters stay unmerged and every set-up runs through
-``RowAdapters`` instead of PEFT's: it tells the adapted layers which rows run which adapter.
-
 Rows join and leave a running batch, so its set of adapters changes while it runs: the model
 is switched between these set-ups in the middle of a batch. The KV cache stays valid across a
 switch: merged, unmerged and mixed forwards compute the same function (up to float round-off).
@@ -21,7 +18,6 @@ import contextlib
 from peft import PeftModelForCausalLM
 
 from graphs.policies.lora_merge import AdapterMerger
-from graphs.policies.row_adapters import RowAdapters
 
 BASE_ADAPTER = "__base__"
 """PEFT's name for "no adapter" in a mixed-adapter batch."""
@@ -33,13 +29,9 @@ _BASE = "base"
 class AdapterSwitch:
     """Sets the model up for the adapters of the rows decoding now; one per running batch."""
 
-    def __init__(
-        self, peft: PeftModelForCausalLM | None, merger: AdapterMerger | None, rows: RowAdapters | None = None
-    ) -> None:
-        """``rows``: the adapted layers run row by row (a batch-invariant model); no merger then."""
+    def __init__(self, peft: PeftModelForCausalLM | None, merger: AdapterMerger | None) -> None:
         self._peft = peft
         self._merger = merger
-        self._rows = rows
         self._state: tuple[str, str | None] | None = None
         self._disabled: contextlib.ExitStack | None = None
 
@@ -58,11 +50,6 @@ class AdapterSwitch:
             target = (_BASE, None) if only is None else ("adapter", only)
         if target == self._state:
             return
-        if self._rows is not None:
-            if target[0] != _MIXED:
-                self._rows.use([target[1]])  # a mixed batch's rows are told with each forward pass
-            self._state = target
-            return
         self._leave_base()
         if target[0] == "adapter" and self._merger is not None:
             self._merger.merge(target[1])  # type: ignore[arg-type]
@@ -77,16 +64,10 @@ class AdapterSwitch:
                 self._disabled.enter_context(self._peft.disable_adapter())
         self._state = target
 
-    def forward_arguments(self, adapters: list[str | None]) -> dict[str, list[str]]:
-        """Set up a forward pass over rows asking for ``adapters`` (in row order): its extra
-        arguments (PEFT's ``adapter_names`` in a mixed batch), after telling row-by-row layers
-        the rows' adapters."""
-        if not self.mixed:
-            return {}
-        if self._rows is not None:
-            self._rows.use(adapters)
-            return {}
-        return {"adapter_names": [a or BASE_ADAPTER for a in adapters]}
+    def names(self, adapters: list[str | None]) -> list[str] | None:
+        """The ``adapter_names`` argument of a forward pass over rows asking for ``adapters``
+        (in row order), or None outside a mixed batch."""
+        return [a or BASE_ADAPTER for a in adapters] if self.mixed else None
 
     def release(self) -> None:
         """The batch has ended: re-enable disabled adapters (a merge stays for the next batch)."""

@@ -6,9 +6,9 @@ model and the last unload unwraps it. On CPU (float32 or bfloat16) an ``AdapterM
 the adapter of single-adapter batches (``graphs.policies.adapter_switch``), except on a batch-
 invariant model (``graphs.policies.batch_invariant``): there a merge would change a row's
 arithmetic with the other rows' adapters, so adapters stay unmerged, in the model's precision
-(PEFT would otherwise keep bfloat16 adapters in float32), their linear layers multiply fixed
-numbers of rows like the model's, and the adapted layers run each row's adapter themselves
-(``graphs.policies.row_adapters``). Loading and unloading
+(PEFT would otherwise keep bfloat16 adapters in float32, and its mixed-adapter path rounds
+their output to bfloat16 where its single-adapter path does not), and their linear layers
+multiply fixed numbers of rows like the model's. Loading and unloading
 run on the backend's worker thread, between batches; the names loaded are also read from the
 event loop, under a lock.
 """
@@ -34,7 +34,6 @@ from graphs.policies.adapter_switch import AdapterSwitch
 from graphs.policies.base import BackendError, UnknownAdapterError
 from graphs.policies.batch_invariant import fix_rows
 from graphs.policies.lora_merge import AdapterMerger
-from graphs.policies.row_adapters import RowAdapters, UnsupportedAdapterError
 
 
 class LoadedAdapters:
@@ -48,7 +47,6 @@ class LoadedAdapters:
         """With the wrapper on CPU in float32 or bfloat16: merges the adapter of single-adapter batches."""
         self._model_name = model_name
         self._invariant = batch_invariant
-        self._rows = RowAdapters(next(model.parameters()).dtype) if batch_invariant else None
         self._peft: PeftModelForCausalLM | None = None
         self._paths: dict[str, Path] = {}
         self._lock = threading.Lock()
@@ -78,7 +76,7 @@ class LoadedAdapters:
 
     def switch(self) -> AdapterSwitch:
         """A set-up of the model for one batch's adapters."""
-        return AdapterSwitch(self._peft, self.merger, self._rows)
+        return AdapterSwitch(self._peft, self.merger)
 
     def load(self, name: str, path: Path) -> None:
         """Load the adapter folder ``path`` as ``name`` (worker thread, no batch running); the
@@ -92,11 +90,6 @@ class LoadedAdapters:
                 f"so load {path} under a new name (the next version)."
             )
         config = _lora_config(path)
-        if self._rows is not None:
-            try:
-                self._rows.check_config(name, config)
-            except UnsupportedAdapterError as exc:
-                raise BackendError(f"could not load adapter folder {path} as {name!r}: {exc}") from None
         created = self._peft is None
         if self.merger is not None:
             self.merger.unmerge()
@@ -112,9 +105,8 @@ class LoadedAdapters:
                 self.merger = AdapterMerger(self._peft) if merge and not self._invariant else None
             result = self._peft.load_adapter(str(path), adapter_name=name, autocast_adapter_dtype=autocast)
             check_loaded_keys(name, result.missing_keys, result.unexpected_keys)
-            if self._rows is not None:
+            if self._invariant:
                 fix_rows(self.model)
-                self._rows.install(self.model)
         except Exception as exc:
             self._remove(name, created)
             # a size mismatch is summed up in the message: chained, its full text would show in tracebacks

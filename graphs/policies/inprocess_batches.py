@@ -150,7 +150,7 @@ class BatchRunner:
                     request.choice,
                     request.sampling,
                     served_by=request.adapter or self._model_name,
-                    **switch.forward_arguments([request.adapter] * len(request.choice.options)),
+                    adapter_names=switch.names([request.adapter] * len(request.choice.options)),
                 )
         except Exception as exc:
             raise BackendError(
@@ -268,7 +268,8 @@ class BatchRunner:
             cache: DynamicCache,
             rows: list[Row],
         ) -> torch.Tensor:
-            extra = switch.forward_arguments([r.adapter for r in rows])
+            names = switch.names([r.adapter for r in rows])
+            extra = {"adapter_names": names} if names is not None else {}
             out = self._adapters.model(
                 input_ids=input_ids,
                 attention_mask=mask,
