@@ -30,9 +30,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from app.settings import load_settings
+from bench.batch_invariance import ways_to_time
 from bench.common import note, print_table
 from graphs.policies.base import GenerationRequest, SamplingParams
-from graphs.policies.base_models import load_model, native_bf16_cpu
+from graphs.policies.base_models import load_model
 from graphs.policies.inprocess import InProcessBackend
 from graphs.registry import get_game
 from graphs.tasks import load_tasks
@@ -50,10 +51,10 @@ def write_adapters(cache_dir: Path, folder: Path) -> dict[str, Path]:
     """Two random LoRA adapters of the trainer's default shape for the bundled model."""
     from peft import LoraConfig, get_peft_model
 
+    model, _ = load_model("bundled", cache_dir=cache_dir, device="cpu", dtype=torch.float32)
     paths = {}
     for seed, name in enumerate(("a", "b")):
         torch.manual_seed(seed)
-        model, _ = load_model("bundled", cache_dir=cache_dir, device="cpu", dtype=torch.float32)
         config = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", init_lora_weights=False,
                             task_type="CAUSAL_LM")
         peft = get_peft_model(model, config)
@@ -63,6 +64,7 @@ def write_adapters(cache_dir: Path, folder: Path) -> dict[str, Path]:
                     param.mul_(B_SCALE)
         paths[name] = folder / name
         peft.save_pretrained(str(paths[name]))
+        model = peft.unload()  # the base model again, for the next adapter
     return paths
 
 
@@ -102,9 +104,7 @@ async def main() -> None:
     cache_dir = load_settings().cache_dir
     game = get_game("math-reflection")
     prompts = [game.first_prompt(t) for t in load_tasks("arithmetic", n=args.prompts, seed=0, split="unseen")]
-    ways = WAYS if native_bf16_cpu() or args.emulated else WAYS[:1]
-    if len(ways) == 1:
-        note("this CPU has no native bfloat16: only float32 is measured (--emulated measures bfloat16 anyway)")
+    ways = ways_to_time(WAYS, args.emulated)
     with tempfile.TemporaryDirectory(prefix="sparring-bench-adapters-") as folder:
         adapters = write_adapters(cache_dir, Path(folder))
         table = []

@@ -40,6 +40,15 @@ WAYS = (("float32", torch.float32, False), ("bfloat16", torch.bfloat16, False),
         ("bfloat16, batch-invariant", torch.bfloat16, True))
 
 
+def ways_to_time(ways: tuple, emulated: bool) -> tuple:
+    """``ways`` (float32 first), only float32 on a CPU that would emulate bfloat16 unless
+    ``emulated``; says so."""
+    if native_bf16_cpu() or emulated:
+        return ways
+    note("this CPU has no native bfloat16: only float32 is measured (--emulated measures bfloat16 anyway)")
+    return ways[:1]
+
+
 async def serve(backend: InProcessBackend, prompts: list) -> list[GenerationResult]:
     return await asyncio.gather(*(backend.generate(GenerationRequest(p, SAMPLING)) for p in prompts))
 
@@ -74,9 +83,7 @@ async def main() -> None:
     args = parser.parse_args()
     game = get_game("math-reflection")
     prompts = [game.first_prompt(t) for t in load_tasks("arithmetic", n=args.prompts, seed=0, split="unseen")]
-    ways = WAYS if native_bf16_cpu() or args.emulated else WAYS[:1]
-    if len(ways) == 1:
-        note("this CPU has no native bfloat16: only float32 is measured (--emulated measures bfloat16 anyway)")
+    ways = ways_to_time(WAYS, args.emulated)
     rows = [await measure(way, prompts, min(args.alone, args.prompts), load_settings().cache_dir) for way in ways]
     base = rows[0][1]
     print(f"{args.prompts} prompts at once, greedy, at most {SAMPLING.max_new_tokens} new tokens; "
