@@ -57,17 +57,17 @@ class Settings(BaseSettings):
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N or mps.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
-        description="Precision of the in-process model that plays: auto is bfloat16 on CUDA and on CPUs with native "
-        "bfloat16 (AVX512-BF16/AMX: faster decoding), else float32. Training has its own precision setting "
-        "(docs/training.md).",
+        description="Precision of the in-process model that plays: auto is bfloat16 on CUDA and on a CPU where a "
+        "product timed at start-up runs bfloat16 at least 1.3x as fast as float32 (native bfloat16 instructions "
+        "alone do not make it faster), else float32. Training has its own precision setting (docs/training.md).",
     )
     eval_dtype: Literal["float32", "auto", "same"] = Field(
         "float32",
         description="Precision of the in-process model in evaluations that decide (eval, deploy's gate, retrain's "
         "gates and report), so that no greedy answer depends on what else shares its batch: float32; auto: on a CPU "
-        "with native bfloat16 (dtype auto or bfloat16) the model plays games and evaluations in bfloat16 with "
-        "batch-invariant kernels, else float32 (docs/evaluation.md); same: the dtype setting's, with no such "
-        "guarantee. A vLLM server evaluates in its own dtype.",
+        "where bfloat16 is measured faster (dtype auto or bfloat16) the model plays games and evaluations in "
+        "bfloat16 with batch-invariant kernels, else float32 (docs/evaluation.md); same: the dtype setting's, with "
+        "no such guarantee. A vLLM server evaluates in its own dtype.",
     )
     cache_dir: Path = Field(
         Path.home() / ".cache" / "sparring",

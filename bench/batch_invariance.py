@@ -30,7 +30,8 @@ import torch
 from app.settings import load_settings
 from bench.common import note, print_table
 from graphs.policies.base import GenerationRequest, GenerationResult, SamplingParams
-from graphs.policies.base_models import load_model, native_bf16_cpu
+from graphs.policies.base_models import load_model
+from graphs.policies.cpu_precision import native_bf16_cpu
 from graphs.policies.inprocess import InProcessBackend
 from graphs.registry import get_game
 from graphs.tasks import load_tasks

@@ -51,7 +51,7 @@ from graphs.episodes import play
 from graphs.math_reflection.options import ReflectionOptions
 from graphs.math_reflection.prompts import actor_messages
 from graphs.policies.base import SamplingParams
-from graphs.policies.base_models import native_bf16_cpu
+from graphs.policies.cpu_precision import native_bf16_cpu
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
 from graphs.registry import get_game

@@ -14,8 +14,8 @@ from transformers.models.llama.modeling_llama import eager_attention_forward
 
 from graphs.policies import deciding
 from graphs.policies.base import GenerationRequest, SamplingParams
-from graphs.policies.base_models import native_bf16_cpu
 from graphs.policies.batch_invariant import ROWS, fix_rows, grouped_attention
+from graphs.policies.cpu_precision import native_bf16_cpu
 from graphs.policies.inprocess import InProcessBackend
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=10)
@@ -121,17 +121,17 @@ def test_fixed_row_products_keep_the_layers_function():
     assert torch.equal(model(x[:1, :1]), after[:1, :1])  # a row alone: bit for bit
 
 
-@pytest.mark.parametrize(("dtype", "eval_dtype", "device", "native", "expected"), [
+@pytest.mark.parametrize(("dtype", "eval_dtype", "device", "pays", "expected"), [
     ("auto", "auto", "cpu", True, "bfloat16"),  # batch-invariant bfloat16: evaluations play where games do
     ("bfloat16", "auto", "auto", True, "bfloat16"),
-    ("auto", "auto", "cpu", False, "float32"),  # emulated bfloat16: float32
+    ("auto", "auto", "cpu", False, "float32"),  # bfloat16 emulated, or native and not faster: float32
     ("float32", "auto", "cpu", True, "float32"),  # the user plays in float32
     ("auto", "float32", "cpu", True, "float32"),
     ("bfloat16", "same", "cpu", False, "bfloat16"),
     ("auto", "auto", "cuda", True, "float32"),  # a GPU's bfloat16 kernels are not made invariant
 ])
-def test_the_deciding_precision(monkeypatch, dtype, eval_dtype, device, native, expected):
-    monkeypatch.setattr(deciding, "native_bf16_cpu", lambda: native)
+def test_the_deciding_precision(monkeypatch, dtype, eval_dtype, device, pays, expected):
+    monkeypatch.setattr(deciding, "bfloat16_pays", lambda: pays)
     monkeypatch.setattr(deciding, "resolve_device",
                         lambda name: torch.device("cpu" if name in ("cpu", "auto") else name))
     assert deciding.deciding_dtype(dtype, eval_dtype, device) == expected

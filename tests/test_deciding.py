@@ -95,20 +95,20 @@ def test_an_evaluation_that_decides_is_played_and_keyed_in_float32(tmp_path):
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize(("eval_dtype", "native", "deciding", "twins", "dtype"), [
+@pytest.mark.parametrize(("eval_dtype", "pays", "deciding", "twins", "dtype"), [
     ("float32", True, False, True, "bfloat16"),  # retrain: games in the playing dtype, evaluations on twins
     ("float32", True, True, False, "float32"),  # eval, deploy: the models load in float32 at once
     ("same", False, False, False, "bfloat16"),  # evaluations in the playing dtype
     ("auto", True, False, False, "bfloat16"),  # batch-invariant bfloat16: evaluations play where games do
     ("auto", True, True, False, "bfloat16"),
-    ("auto", False, False, True, "bfloat16"),  # emulated bfloat16: float32 twins
+    ("auto", False, False, True, "bfloat16"),  # bfloat16 not measured faster: float32 twins
     ("auto", False, True, False, "float32"),
 ])
-def test_the_factory_says_what_evaluations_play_on(monkeypatch, eval_dtype, native, deciding, twins, dtype):
+def test_the_factory_says_what_evaluations_play_on(monkeypatch, eval_dtype, pays, deciding, twins, dtype):
     monkeypatch.setenv("SPARRING_EVAL_DTYPE", eval_dtype)
     monkeypatch.setenv("SPARRING_DTYPE", "bfloat16")
     monkeypatch.setenv("SPARRING_DEVICE", "cpu")
-    monkeypatch.setattr("graphs.policies.deciding.native_bf16_cpu", lambda: native)
+    monkeypatch.setattr("graphs.policies.deciding.bfloat16_pays", lambda: pays)
     settings = load_settings()
     factory = PolicyFactory(settings, SamplingParams(), deciding=deciding)
     assert (factory.deciding_policies() is not None) == twins

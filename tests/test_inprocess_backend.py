@@ -902,10 +902,11 @@ def test_a_bfloat16_model_serves_an_adapter_merged_by_stochastic_rounding(tokeni
     assert served.completion_token_ids != base.completion_token_ids
 
 
-def test_auto_precision_is_bfloat16_only_for_serving_on_a_cpu_that_has_it() -> None:
-    from graphs.policies.base_models import native_bf16_cpu, resolve_dtype
+def test_auto_precision_is_bfloat16_only_for_serving_on_a_cpu_where_it_pays() -> None:
+    from graphs.policies.base_models import resolve_dtype
+    from graphs.policies.cpu_precision import bfloat16_pays
 
     cpu = torch.device("cpu")
     assert resolve_dtype("auto", cpu) == torch.float32  # training on a CPU
-    assert resolve_dtype("auto", cpu, serving=True) == (torch.bfloat16 if native_bf16_cpu() else torch.float32)
+    assert resolve_dtype("auto", cpu, serving=True) == (torch.bfloat16 if bfloat16_pays() else torch.float32)
     assert resolve_dtype("float32", cpu, serving=True) == torch.float32

@@ -72,8 +72,8 @@ def evaluate(
     the same tasks and each metric gets the paired difference (first set minus the --against
     set) with its 95% interval, the tasks each did better on, and McNemar's exact p. The
     in-process model plays so that no answer depends on what shares its batch
-    (SPARRING_EVAL_DTYPE: float32, or with auto batch-invariant bfloat16 on a CPU with native
-    bfloat16).
+    (SPARRING_EVAL_DTYPE: float32, or with auto batch-invariant bfloat16 on a CPU where
+    bfloat16 is measured faster).
 
     Examples:
 

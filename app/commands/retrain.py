@@ -148,8 +148,8 @@ def retrain(
     which decide, and held-out problems in the training wordings) and any --guard set; a
     candidate worse beyond noise on any task family of any set is refused. Gates and the report
     play the in-process model so that no answer depends on what shares its batch
-    (SPARRING_EVAL_DTYPE: float32, or with auto batch-invariant bfloat16 on a CPU with native
-    bfloat16). Measured runs of the main job, with their machines and times:
+    (SPARRING_EVAL_DTYPE: float32, or with auto batch-invariant bfloat16 on a CPU where
+    bfloat16 is measured faster). Measured runs of the main job, with their machines and times:
     docs/results/.
 
     Examples:

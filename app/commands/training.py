@@ -385,7 +385,7 @@ def deploy(
     promote it only if it is not worse by more than --margin on the deciding set and no task
     family got worse beyond noise on any set; otherwise mark it rejected. The in-process model
     plays so that no answer depends on what shares its batch (SPARRING_EVAL_DTYPE: float32, or
-    with auto batch-invariant bfloat16 on a CPU with native bfloat16).
+    with auto batch-invariant bfloat16 on a CPU where bfloat16 is measured faster).
 
     An external game (played through `sparring gateway`, not registered) is gated by your own
     evaluation: --eval-script plays it once per version, its episodes of split eval, and the

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from graphs.policies.cpu_precision import bfloat16_pays
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -164,24 +166,14 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def native_bf16_cpu() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX): there a bfloat16
-    model decodes faster than float32 (bench/backend_throughput.py --dtype measures it);
-    elsewhere bfloat16 is emulated and slower."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device, *, serving: bool = False) -> torch.dtype:
     """``"auto"``: bfloat16 on CUDA; on a CPU float32, except for serving (``serving``) on a
-    CPU with native bfloat16 (training asks for its own precision, ``TrainingConfig.precision``)."""
+    CPU where bfloat16 is measured faster (``cpu_precision.bfloat16_pays``; training asks for its
+    own precision, ``TrainingConfig.precision``)."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
-        if device.type == "cuda" or (serving and device.type == "cpu" and native_bf16_cpu()):
+        if device.type == "cuda" or (serving and device.type == "cpu" and bfloat16_pays()):
             return torch.bfloat16
         return torch.float32
     value = getattr(torch, dtype, None)

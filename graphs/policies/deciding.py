@@ -12,7 +12,8 @@ Two ways out, chosen by ``deciding_dtype``:
 - float32 (the default, and wherever the other is not available), which keeps 24 bits and
   makes those differences about 65,000 times smaller; they can still flip an exact near-tie,
   but no longer a whole evaluation's worth of answers.
-- With ``eval_dtype`` "auto" on a CPU that multiplies bfloat16 natively, the in-process backend
+- With ``eval_dtype`` "auto" on a CPU where bfloat16 is measured faster than float32
+  (``graphs.policies.cpu_precision``), the in-process backend
   plays bfloat16 with kernels whose rows do not depend on their batch
   (``graphs.policies.batch_invariant``), games and evaluations alike: evaluations play on the
   backend that plays.
@@ -28,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from graphs.policies.base_models import native_bf16_cpu, resolve_device
+from graphs.policies.base_models import resolve_device
+from graphs.policies.cpu_precision import bfloat16_pays
 from graphs.policies.inprocess import InProcessBackend
 from graphs.policies.policy import Policy
 
@@ -39,12 +41,13 @@ DECIDING_PRECISION = "float32"
 def deciding_dtype(dtype: str, eval_dtype: str, device: str) -> str:
     """The in-process model's dtype in evaluations that decide, from the settings ``dtype`` (the
     playing precision), ``eval_dtype`` and ``device``: ``eval_dtype`` "auto" is bfloat16 where the
-    model plays batch-invariant bfloat16 (a CPU with native bfloat16, ``dtype`` auto or
-    bfloat16), else float32; "same" is ``dtype``; "float32" is float32."""
+    model plays batch-invariant bfloat16 (a CPU where bfloat16 is measured faster,
+    ``cpu_precision.bfloat16_pays``, ``dtype`` auto or bfloat16), else float32; "same" is
+    ``dtype``; "float32" is float32."""
     if eval_dtype == "same":
         return dtype
     if eval_dtype == "auto" and dtype in ("auto", "bfloat16") and resolve_device(device).type == "cpu" \
-            and native_bf16_cpu():
+            and bfloat16_pays():
         return "bfloat16"
     return DECIDING_PRECISION
 
