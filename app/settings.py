@@ -58,8 +58,9 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
         description="Precision of the in-process model that plays: auto is bfloat16 on CUDA and on a CPU where a "
-        "product timed at start-up runs bfloat16 at least 1.3x as fast as float32 (native bfloat16 instructions "
-        "alone do not make it faster), else float32. Training has its own precision setting (docs/training.md).",
+        "product timed once per machine runs bfloat16 at least 1.3x as fast as float32 (native bfloat16 "
+        "instructions alone do not make it faster), else float32. Training has its own precision setting "
+        "(docs/training.md).",
     )
     eval_dtype: Literal["float32", "auto", "same"] = Field(
         "float32",
@@ -171,7 +172,7 @@ class Settings(BaseSettings):
         """The in-process model's dtype in evaluations that decide (``eval_dtype``)."""
         from graphs.policies.deciding import deciding_dtype
 
-        return deciding_dtype(self.dtype, self.eval_dtype, self.device)
+        return deciding_dtype(self.dtype, self.eval_dtype, self.device, self.cache_dir)
 
     @property
     def served_model(self) -> str:

@@ -131,7 +131,7 @@ def test_fixed_row_products_keep_the_layers_function():
     ("auto", "auto", "cuda", True, "float32"),  # a GPU's bfloat16 kernels are not made invariant
 ])
 def test_the_deciding_precision(monkeypatch, dtype, eval_dtype, device, pays, expected):
-    monkeypatch.setattr(deciding, "bfloat16_pays", lambda: pays)
+    monkeypatch.setattr(deciding, "bfloat16_pays", lambda cache_dir=None: pays)
     monkeypatch.setattr(deciding, "resolve_device",
                         lambda name: torch.device("cpu" if name in ("cpu", "auto") else name))
     assert deciding.deciding_dtype(dtype, eval_dtype, device) == expected

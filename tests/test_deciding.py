@@ -108,7 +108,7 @@ def test_the_factory_says_what_evaluations_play_on(monkeypatch, eval_dtype, pays
     monkeypatch.setenv("SPARRING_EVAL_DTYPE", eval_dtype)
     monkeypatch.setenv("SPARRING_DTYPE", "bfloat16")
     monkeypatch.setenv("SPARRING_DEVICE", "cpu")
-    monkeypatch.setattr("graphs.policies.deciding.bfloat16_pays", lambda: pays)
+    monkeypatch.setattr("graphs.policies.deciding.bfloat16_pays", lambda cache_dir=None: pays)
     settings = load_settings()
     factory = PolicyFactory(settings, SamplingParams(), deciding=deciding)
     assert (factory.deciding_policies() is not None) == twins

@@ -4,6 +4,7 @@ plain lines off a terminal, and library noise in the log file instead of the con
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -14,11 +15,11 @@ import pytest
 from pydantic import SecretStr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+from tiny_model import save_tiny_model
 
 from app.commands.settings_cmd import mask_url, shown
 from app.output import Format, emit, number
 from app.progress import LineProgress, progress
-from tiny_model import save_tiny_model
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -105,6 +106,27 @@ def test_settings_command_masks_the_database_password_in_every_format(monkeypatc
         assert result.exit_code == 0, result.output
         assert "s3cret" not in result.output and "sk-abcdef" not in result.output
         assert "****" in result.output
+
+
+def test_settings_say_what_auto_precision_is_here(monkeypatch):
+    from typer.testing import CliRunner
+
+    from app.cli import app
+    from graphs.policies import cpu_precision
+
+    monkeypatch.setenv("SPARRING_DEVICE", "cpu")
+    monkeypatch.setenv("SPARRING_EVAL_DTYPE", "auto")
+    monkeypatch.delenv("SPARRING_DTYPE", raising=False)
+    for speedup, precision in ((0.7, "float32"), (2.0, "bfloat16")):
+        monkeypatch.setattr(cpu_precision, "bfloat16_speedup", lambda cache_dir=None, speedup=speedup: speedup)
+        result = CliRunner().invoke(app, ["settings", "--format", "json"])
+        assert result.exit_code == 0, result.output
+        values = {row["env"]: row["value"] for row in json.loads(result.output)}
+        assert values["SPARRING_DTYPE"] == values["SPARRING_EVAL_DTYPE"] == f"auto (here: {precision})"
+    monkeypatch.setenv("SPARRING_DTYPE", "float32")  # named: shown as given
+    result = CliRunner().invoke(app, ["settings", "--format", "json"])
+    values = {row["env"]: row["value"] for row in json.loads(result.output)}
+    assert values["SPARRING_DTYPE"] == "float32" and values["SPARRING_EVAL_DTYPE"] == "auto (here: float32)"
 
 
 def _lines(file: io.StringIO) -> list[str]:

@@ -42,16 +42,30 @@ def shown(value: Any) -> str:
     return str(value)
 
 
+def resolved(current: Settings) -> dict[str, str]:
+    """What the precisions left to "auto" stand for on this machine: "auto (here: float32)"."""
+    from graphs.policies.base_models import resolve_device, resolve_dtype
+
+    here = {
+        "dtype": str(resolve_dtype(current.dtype, resolve_device(current.device), serving=True,
+                                   cache_dir=current.cache_dir)).removeprefix("torch."),
+        "eval_dtype": current.deciding_dtype,
+    }
+    return {name: f"auto (here: {value})" for name, value in here.items() if getattr(current, name) == "auto"}
+
+
 def settings(fmt: FormatOption = Format.table) -> None:
-    """Show the effective settings and where each can be changed (passwords and keys masked).
+    """Show the effective settings and where each can be changed (passwords and keys masked);
+    a precision left to auto also says what it is on this machine.
 
     Example: `SPARRING_DEVICE=cuda sparring settings`
     """
     current = settings_or_exit()
+    here = resolved(current)
     rows = [
         {
             "setting": name,
-            "value": shown(getattr(current, name)),
+            "value": here.get(name) or shown(getattr(current, name)),
             "env": f"SPARRING_{name.upper()}",
             "help": field.description,
         }

@@ -166,14 +166,15 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str | torch.dtype, device: torch.device, *, serving: bool = False) -> torch.dtype:
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device, *, serving: bool = False,
+                  cache_dir: Path | None = None) -> torch.dtype:
     """``"auto"``: bfloat16 on CUDA; on a CPU float32, except for serving (``serving``) on a
-    CPU where bfloat16 is measured faster (``cpu_precision.bfloat16_pays``; training asks for its
-    own precision, ``TrainingConfig.precision``)."""
+    CPU where bfloat16 is measured faster (``cpu_precision.bfloat16_pays``, its measurement kept
+    in ``cache_dir``; training asks for its own precision, ``TrainingConfig.precision``)."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
-        if device.type == "cuda" or (serving and device.type == "cpu" and bfloat16_pays()):
+        if device.type == "cuda" or (serving and device.type == "cpu" and bfloat16_pays(cache_dir)):
             return torch.bfloat16
         return torch.float32
     value = getattr(torch, dtype, None)
@@ -200,7 +201,7 @@ def load_model(
 
     source = resolve_model(model, cache_dir)
     torch_device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, torch_device, serving=serving)
+    torch_dtype = resolve_dtype(dtype, torch_device, serving=serving, cache_dir=Path(cache_dir))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)

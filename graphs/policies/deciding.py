@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 
 from graphs.policies.base_models import resolve_device
 from graphs.policies.cpu_precision import bfloat16_pays
@@ -38,16 +39,16 @@ DECIDING_PRECISION = "float32"
 """The twins' precision."""
 
 
-def deciding_dtype(dtype: str, eval_dtype: str, device: str) -> str:
+def deciding_dtype(dtype: str, eval_dtype: str, device: str, cache_dir: Path | None = None) -> str:
     """The in-process model's dtype in evaluations that decide, from the settings ``dtype`` (the
     playing precision), ``eval_dtype`` and ``device``: ``eval_dtype`` "auto" is bfloat16 where the
     model plays batch-invariant bfloat16 (a CPU where bfloat16 is measured faster,
-    ``cpu_precision.bfloat16_pays``, ``dtype`` auto or bfloat16), else float32; "same" is
-    ``dtype``; "float32" is float32."""
+    ``cpu_precision.bfloat16_pays``, its measurement kept in ``cache_dir``; ``dtype`` auto or
+    bfloat16), else float32; "same" is ``dtype``; "float32" is float32."""
     if eval_dtype == "same":
         return dtype
     if eval_dtype == "auto" and dtype in ("auto", "bfloat16") and resolve_device(device).type == "cpu" \
-            and bfloat16_pays():
+            and bfloat16_pays(cache_dir):
         return "bfloat16"
     return DECIDING_PRECISION
 
