@@ -201,8 +201,8 @@ def test_the_critic_learns_from_truth_verdicts_by_default(env):
         configs = [c for c in conn.execute(select(Run.config).order_by(Run.started_at)).scalars()
                    if c["purpose"].startswith("retrain round")]
     assert [(c["purpose"], c["config"]["judge_rows"], c["config"]["judge_max_rows"]) for c in configs] == [
-        ("retrain round 1", "truth", 70), ("retrain round 2", "truth", 70), ("retrain round 1", "truth", 70),
-        ("retrain round 1", "own", 70), ("retrain round 2", "own", 70)]
+        ("retrain round 1", "truth", 140), ("retrain round 2", "truth", 140), ("retrain round 1", "truth", 140),
+        ("retrain round 1", "own", 140), ("retrain round 2", "own", 140)]
 
 
 def test_ctrl_c_during_retrain_keeps_what_was_committed(env):

@@ -75,9 +75,10 @@ class RetrainConfig:
     answers checked against the ground truth (practice included), with the verdict the truth calls
     for, balanced at each difficulty (``training.datasets.truth_verdicts``). `sparring retrain`
     chooses by ``default_judge_rows`` when neither its options nor its config file name them."""
-    judge_max_rows: int = 70
+    judge_max_rows: int = 140
     """judge_rows truth: the most rows a round trains the judge seat on (a seeded, balanced choice;
-    the rest of the round's answers are not read again)."""
+    the rest of the round's answers are not read again). On 70, math-reflection's critic learnt
+    the verdict line's format but not when to say which, in some runs (docs/training.md)."""
     refinements: bool = False
     """sft rows of the game's refining seat (``GameSpec.refinements``, math-reflection's actor) also
     teach its refinement turn: a fix and a keep for each task its first answers got both right and

@@ -35,7 +35,7 @@ OPTION_DEFAULTS: dict[str, Any] = {"turns": 2}
 """game options the rounds, gates and report play with unless given (for the games that have them)"""
 DEFAULTS: dict[str, Any] = {
     "trainer": "sft", "every_episodes": 64, "samples": 2, "practice": 512, "practice_samples": 2, "margin": 0.0,
-    "min_rows": 16, "concurrency": 256, "judge_max_rows": 70, "epochs": 2.0, "eval_tasks": 200, "temperature": 0.3,
+    "min_rows": 16, "concurrency": 256, "judge_max_rows": 140, "epochs": 2.0, "eval_tasks": 200, "temperature": 0.3,
     "max_new_tokens": 96, "report": True,
 }
 """What an argument left as None stands for when the config file does not give it either. The

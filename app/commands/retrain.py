@@ -162,7 +162,7 @@ def retrain(
       worse on a family of GSM8K's problems; the report shows them too)
     * `sparring retrain --once --trainer dpo --roles critic`   (from cron)
     * `sparring retrain --judge-rows own`   (the critic learns from its own right verdicts rather
-      than from the truth about at most --judge-max-rows 70 checked actor answers a round: a main
+      than from the truth about at most --judge-max-rows 140 checked actor answers a round: a main
       job usually has too few of them to train it; quicker)
     * `sparring retrain --practice-samples 1 --no-refinements`   (one attempt at each of 512
       problems, first answers only: quicker training, and no lesson for the refinement turn)
