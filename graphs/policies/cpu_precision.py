@@ -37,7 +37,7 @@ _CALLS, _ROUNDS = 2, 9
 def native_bf16_cpu() -> bool:
     """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX); elsewhere bfloat16 is
     emulated and much slower than float32. Native is not faster: ``bfloat16_pays`` measures."""
-    return any(flag in _cpu_flags() for flag in ("avx512_bf16", "amx_bf16"))
+    return any(flag in _cpuinfo("flags") for flag in ("avx512_bf16", "amx_bf16"))
 
 
 def bfloat16_speedup(cache_dir: Path | None = None) -> float:
@@ -62,8 +62,9 @@ def _speedup(cache_dir: Path | None) -> float:
             known = json.loads(record.read_text())
         except (OSError, ValueError):
             known = {}
-        if not isinstance(known, dict) or not isinstance(known.get(key), (int, float)):
-            known = known if isinstance(known, dict) else {}
+        if not isinstance(known, dict):  # damaged: measured again, like a missing record
+            known = {}
+        if not isinstance(known.get(key), (int, float)):
             known[key] = _measure()
             tmp = record.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(known, indent=1))
@@ -111,20 +112,18 @@ def _measure() -> float:
     return statistics.median(ratios)
 
 
-def _cpu_flags() -> str:
+@functools.cache
+def _cpuinfo(field: str) -> str:
+    """The first CPU's ``field`` in /proc/cpuinfo ("" where there is none)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return ""
-    return next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.split(":", 1)[0].strip() == field and ":" in line), "")
 
 
 def _machine_key() -> str:
     """What the measurement depends on: the CPU (model name and flags) and torch."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        text = ""
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = hashlib.sha256(_cpu_flags().encode()).hexdigest()[:12]
-    return f"{model} | flags {flags} | torch {torch.__version__}"
+    flags = hashlib.sha256(_cpuinfo("flags").encode()).hexdigest()[:12]
+    return f"{_cpuinfo('model name') or '?'} | flags {flags} | torch {torch.__version__}"
